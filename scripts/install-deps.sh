@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian package LMS needs to build and test. Idempotent: safe to run again; it installs only
+# what is missing. Run as root on Debian 12. Nothing is downloaded from anywhere but Debian's repositories.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libgtest-dev libgmock-dev googletest libbenchmark-dev   # tests and benchmarks
+  libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev  # command line, JSON, formatting, gzip
+  libdnnl-dev                                            # oneDNN 2.x, cpu backend kernels
+  dataset-fashion-mnist                                  # the real data set used by `lms train`
+  clang-14 libclang-rt-14-dev                            # libFuzzer target for the IR parser
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,79 @@
+// Elementwise ops: relu, gelu, add and mul (with NumPy broadcasting), scale by a constant, bias_add along an
+// axis. All are recomputable: cheap, pure, and their inputs are usually small to keep.
+#include <algorithm>
+
+#include "lms/ops/op_table.h"
+
+namespace lms::ops {
+
+namespace {
+Result<std::vector<TensorType>> unary(const OpCall& c) {
+  if (!is_float(c.inputs[0].dtype))
+    return fail("'{}' needs a floating-point input, got {}", c.def.name, to_string(c.inputs[0]));
+  return std::vector<TensorType>{c.inputs[0]};
+}
+
+// NumPy broadcasting: shapes are aligned at the right; each pair of dimensions is equal or one of them is 1.
+Result<std::vector<TensorType>> broadcast(const OpCall& c) {
+  const TensorType &a = c.inputs[0], &b = c.inputs[1];
+  if (a.dtype != b.dtype)
+    return fail("'{}' inputs differ in dtype: {} and {}", c.def.name, to_string(a), to_string(b));
+  size_t r = std::max(a.shape.size(), b.shape.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.shape.size() ? 1 : a.shape[i - (r - a.shape.size())];
+    int64_t db = i < r - b.shape.size() ? 1 : b.shape[i - (r - b.shape.size())];
+    if (da != db && da != 1 && db != 1)
+      return fail("'{}' cannot broadcast {} with {} (dimension {} is {} vs {})", c.def.name, to_string(a),
+                  to_string(b), i, da, db);
+    out[i] = da == 1 ? db : da;
+  }
+  return std::vector<TensorType>{TensorType{a.dtype, out}};
+}
+
+Result<std::vector<TensorType>> bias_add(const OpCall& c) {
+  const TensorType &x = c.inputs[0], &b = c.inputs[1];
+  int64_t axis = c.i("axis");
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis >= x.rank())
+    return fail("bias_add axis {} is out of range for {}", c.i("axis"), to_string(x));
+  if (b.rank() != 1 || b.shape[0] != x.shape[axis] || b.dtype != x.dtype)
+    return fail("bias_add bias must be {}[{}] for {} along axis {}, got {}", dtype_name(x.dtype), x.shape[axis],
+                to_string(x), axis, to_string(b));
+  return std::vector<TensorType>{x};
+}
+
+Cost cost1(const OpCall& c, std::span<const TensorType> o) { return elementwise_cost(c, o, 1); }
+// gelu: erf-based, counted as a handful of flops per element.
+constexpr double kGeluFlopsPerElement = 8;
+Cost gelu_cost(const OpCall& c, std::span<const TensorType> o) { return elementwise_cost(c, o, kGeluFlopsPerElement); }
+
+void elementwise(OpDef& d, std::vector<std::string_view> inputs, Result<std::vector<TensorType>> (*shape)(const OpCall&),
+                 Cost (*cost)(const OpCall&, std::span<const TensorType>), std::string_view doc) {
+  d.inputs = std::move(inputs);
+  d.outputs = {"out"};
+  d.traits.recomputable = true;
+  d.shape = shape;
+  d.cost = cost;
+  d.doc = doc;
+}
+}  // namespace
+
+void define_elementwise_ops(OpTable& t) {
+  elementwise(t.define(Op::relu), {"x"}, unary, cost1, "max(x, 0)");
+  elementwise(t.define(Op::gelu), {"x"}, unary, gelu_cost, "x * Phi(x), the exact (erf) form");
+  elementwise(t.define(Op::add), {"a", "b"}, broadcast, cost1, "a + b with NumPy broadcasting");
+  elementwise(t.define(Op::mul), {"a", "b"}, broadcast, cost1, "a * b with NumPy broadcasting");
+  {
+    OpDef& d = t.define(Op::scale);
+    elementwise(d, {"x"}, unary, cost1, "x * factor");
+    d.attrs = {{"factor", AttrKind::Float, std::nullopt, "the constant multiplier"}};
+  }
+  {
+    OpDef& d = t.define(Op::bias_add);
+    elementwise(d, {"x", "bias"}, bias_add, cost1, "x + bias broadcast along one axis");
+    d.attrs = {{"axis", AttrKind::Int, Attribute{int64_t{1}}, "the axis the bias runs along (1: channels of NC...)"}};
+  }
+}
+
+}  // namespace lms::ops

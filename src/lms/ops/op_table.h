@@ -1,0 +1,36 @@
+// Internal to src/lms/ops: the table each op family fills in, and small helpers the families share.
+// Family files (sources.cc, conv.cc, ...) each define `void define_<family>_ops(OpTable&)`; registry.cc calls
+// every one of them, in op-list order, when the table is first used.
+#pragma once
+
+#include <vector>
+
+#include "lms/ops/op.h"
+
+namespace lms::ops {
+
+struct OpTable {
+  std::vector<OpDef> defs;       // indexed by Op
+  std::vector<int> times_defined;  // guards against an op defined twice or never
+
+  OpTable() : defs(kNumOps), times_defined(kNumOps, 0) {}
+  // Starts the definition of `op`: sets its id and name and returns it for the caller to fill in.
+  OpDef& define(Op op);
+};
+
+void define_source_ops(OpTable& t);
+void define_conv_ops(OpTable& t);
+void define_norm_ops(OpTable& t);
+void define_elementwise_ops(OpTable& t);
+void define_pool_ops(OpTable& t);
+void define_linalg_ops(OpTable& t);   // matmul, reshape, transpose, concat, slice, softmax, embedding
+void define_loss_ops(OpTable& t);     // mean, reduce_sum, cross_entropy
+void define_update_ops(OpTable& t);   // sgd, momentum, adam
+void define_copy_ops(OpTable& t);     // swap_out, swap_in
+
+// Shared cost helpers.
+int64_t total_bytes(std::span<const TensorType> ts);
+// Bytes read = all inputs, written = all outputs, flops = `flops_per_output_element` x output elements.
+Cost elementwise_cost(const OpCall& c, std::span<const TensorType> outs, double flops_per_output_element);
+
+}  // namespace lms::ops

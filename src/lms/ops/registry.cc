@@ -1,0 +1,154 @@
+// The op registry: builds the op table by calling every family's definition function explicitly, checks that
+// each op in op_list.inc was defined exactly once, and implements the generic parts of the op interface
+// (attribute normalization, arity checks before shape rules, defaults for attribute getters).
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "lms/ops/op_table.h"
+
+namespace lms {
+
+namespace ops {
+
+OpDef& OpTable::define(Op op) {
+  auto i = static_cast<size_t>(op);
+  ++times_defined[i];
+  OpDef& d = defs[i];
+  d.op = op;
+  return d;
+}
+
+int64_t total_bytes(std::span<const TensorType> ts) {
+  int64_t b = 0;
+  for (const TensorType& t : ts) b += t.bytes();
+  return b;
+}
+
+Cost elementwise_cost(const OpCall& c, std::span<const TensorType> outs, double flops_per_output_element) {
+  double n = 0;
+  for (const TensorType& t : outs) n += static_cast<double>(t.num_elements());
+  return Cost{flops_per_output_element * n, total_bytes(c.inputs), total_bytes(outs)};
+}
+
+}  // namespace ops
+
+namespace {
+
+constexpr std::array<std::string_view, kNumOps> kOpNames = {
+#define LMS_OP(id) #id,
+#include "lms/ops/op_list.inc"
+#undef LMS_OP
+};
+
+const ops::OpTable& table() {
+  static const ops::OpTable t = [] {
+    ops::OpTable t;
+    ops::define_source_ops(t);
+    ops::define_conv_ops(t);
+    ops::define_norm_ops(t);
+    ops::define_elementwise_ops(t);
+    ops::define_pool_ops(t);
+    ops::define_linalg_ops(t);
+    ops::define_loss_ops(t);
+    ops::define_update_ops(t);
+    ops::define_copy_ops(t);
+    for (int i = 0; i < kNumOps; ++i) {
+      t.defs[i].name = kOpNames[i];
+      if (t.times_defined[i] != 1 || t.defs[i].shape == nullptr || t.defs[i].cost == nullptr) {
+        // An internal invariant of the op library, not a user error: fail loudly at first use.
+        std::fprintf(stderr, "lms: internal error: op '%s' defined %d times (shape rule %s, cost %s)\n",
+                     std::string(kOpNames[i]).c_str(), t.times_defined[i], t.defs[i].shape ? "set" : "missing",
+                     t.defs[i].cost ? "set" : "missing");
+        std::abort();
+      }
+    }
+    return t;
+  }();
+  return t;
+}
+
+const AttrSpec* find_spec(const OpDef& d, std::string_view name) {
+  for (const AttrSpec& s : d.attrs)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+template <class T>
+T attr_or_default(const OpCall& c, std::string_view name) {
+  if (const Attribute* a = c.attrs.find(name))
+    if (const T* v = std::get_if<T>(a)) return *v;
+  const AttrSpec* s = find_spec(c.def, name);
+  if (s && s->default_value)
+    if (const T* v = std::get_if<T>(&*s->default_value)) return *v;
+  return T{};  // shape rules check required attributes before reading them; see normalize_attrs
+}
+
+}  // namespace
+
+const OpDef& op_def(Op op) { return table().defs[static_cast<size_t>(op)]; }
+
+std::span<const OpDef> all_op_defs() { return table().defs; }
+
+std::optional<Op> find_op(std::string_view name) {
+  for (int i = 0; i < kNumOps; ++i)
+    if (kOpNames[i] == name) return static_cast<Op>(i);
+  return std::nullopt;
+}
+
+int64_t OpCall::i(std::string_view n) const { return attr_or_default<int64_t>(*this, n); }
+double OpCall::f(std::string_view n) const { return attr_or_default<double>(*this, n); }
+bool OpCall::b(std::string_view n) const { return attr_or_default<bool>(*this, n); }
+std::string OpCall::s(std::string_view n) const { return attr_or_default<std::string>(*this, n); }
+IntList OpCall::ints(std::string_view n) const { return attr_or_default<IntList>(*this, n); }
+
+Result<Attributes> normalize_attrs(const OpDef& def, Attributes attrs) {
+  Attributes out;
+  for (auto& [name, value] : attrs.mutable_entries()) {
+    const AttrSpec* s = find_spec(def, name);
+    if (s == nullptr) {
+      std::vector<std::string_view> known;
+      for (const AttrSpec& a : def.attrs) known.push_back(a.name);
+      return fail("op '{}' has no attribute '{}' (attributes: {})", def.name, name,
+                  known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", ")));
+    }
+    if (s->kind == AttrKind::Float && kind_of(value) == AttrKind::Int)
+      value = static_cast<double>(std::get<int64_t>(value));
+    if (kind_of(value) != s->kind)
+      return fail("attribute '{}' of op '{}' must be {}, got {} {}", name, def.name, attr_kind_name(s->kind),
+                  attr_kind_name(kind_of(value)), to_string(value));
+  }
+  for (const AttrSpec& s : def.attrs) {
+    if (const Attribute* a = attrs.find(s.name)) out.set(s.name, *a);
+    else if (!s.default_value) return fail("op '{}' needs attribute '{}' ({})", def.name, s.name, s.doc);
+  }
+  return out;
+}
+
+Result<std::vector<TensorType>> infer_types(Op op, std::span<const TensorType> inputs, const Attributes& attrs,
+                                            std::span<const TensorType> declared) {
+  const OpDef& d = op_def(op);
+  size_t n = d.inputs.size();
+  if (d.variadic ? inputs.size() < n : inputs.size() != n)
+    return fail("op '{}' takes {}{} input{} ({}), got {}", d.name, d.variadic ? "at least " : "", n,
+                n == 1 ? "" : "s", fmt::join(d.inputs, ", "), inputs.size());
+  OpCall call{d, inputs, attrs, declared};
+  auto types = d.shape(call);
+  if (!types) return std::unexpected(types.error());
+  if (types->size() != d.outputs.size())
+    return fail("internal: shape rule of '{}' returned {} types for {} outputs", d.name, types->size(),
+                d.outputs.size());
+  return types;
+}
+
+Cost op_cost(Op op, std::span<const TensorType> inputs, const Attributes& attrs,
+             std::span<const TensorType> outputs) {
+  const OpDef& d = op_def(op);
+  OpCall call{d, inputs, attrs, outputs};
+  return d.cost(call, outputs);
+}
+
+}  // namespace lms
