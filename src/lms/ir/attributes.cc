@@ -93,4 +93,33 @@ bool Attributes::get_bool(std::string_view n, bool f) const { return get_or(*thi
 std::string Attributes::get_string(std::string_view n, std::string f) const { return get_or(*this, n, std::move(f)); }
 IntList Attributes::get_ints(std::string_view n, IntList f) const { return get_or(*this, n, std::move(f)); }
 
+Result<Attributes> normalize_attributes(std::span<const AttrSpec> specs, Attributes attrs, std::string_view owner,
+                                        std::string_view noun) {
+  auto find_spec = [&](std::string_view name) -> const AttrSpec* {
+    for (const AttrSpec& s : specs)
+      if (s.name == name) return &s;
+    return nullptr;
+  };
+  for (auto& [name, value] : attrs.mutable_entries()) {
+    const AttrSpec* s = find_spec(name);
+    if (s == nullptr) {
+      std::vector<std::string_view> known;
+      for (const AttrSpec& a : specs) known.push_back(a.name);
+      return fail("{} has no {} '{}' ({}s: {})", owner, noun, name, noun,
+                  known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", ")));
+    }
+    if (s->kind == AttrKind::Float && kind_of(value) == AttrKind::Int)
+      value = static_cast<double>(std::get<int64_t>(value));
+    if (kind_of(value) != s->kind)
+      return fail("{} '{}' of {} must be {}, got {} {}", noun, name, owner, attr_kind_name(s->kind),
+                  attr_kind_name(kind_of(value)), to_string(value));
+  }
+  Attributes out;
+  for (const AttrSpec& s : specs) {
+    if (const Attribute* a = attrs.find(s.name)) out.set(s.name, *a);
+    else if (!s.default_value) return fail("{} needs {} '{}' ({})", owner, noun, s.name, s.doc);
+  }
+  return out;
+}
+
 }  // namespace lms

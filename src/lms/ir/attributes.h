@@ -6,11 +6,14 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "lms/support/error.h"
 
 namespace lms {
 
@@ -50,5 +53,19 @@ class Attributes {
  private:
   std::vector<Entry> entries_;
 };
+
+// A declared attribute (of an op) or option (of a pass).
+struct AttrSpec {
+  std::string_view name;
+  AttrKind kind;
+  std::optional<Attribute> default_value;  // nullopt: required
+  std::string_view doc;                    // one line, for docs and --help
+};
+
+// Checks `attrs` against `specs` (unknown names list the known ones; an int is accepted where a float is
+// declared; required ones must be present) and returns them in declared order, without filling defaults.
+// `owner` and `noun` phrase the errors: "op 'conv2d'" + "attribute", "pass 'dce'" + "option".
+Result<Attributes> normalize_attributes(std::span<const AttrSpec> specs, Attributes attrs, std::string_view owner,
+                                        std::string_view noun);
 
 }  // namespace lms

@@ -39,13 +39,6 @@ struct Traits {
   bool random = false;          // draws random numbers (never recomputed)
 };
 
-struct AttrSpec {
-  std::string_view name;
-  AttrKind kind;
-  std::optional<Attribute> default_value;  // nullopt: the attribute is required
-  std::string_view doc;                    // one line for docs/ir.md and `lms opt --help-ops`
-};
-
 // Everything a shape rule or cost function may look at.
 struct OpCall {
   const struct OpDef& def;

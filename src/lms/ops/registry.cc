@@ -106,26 +106,7 @@ std::string OpCall::s(std::string_view n) const { return attr_or_default<std::st
 IntList OpCall::ints(std::string_view n) const { return attr_or_default<IntList>(*this, n); }
 
 Result<Attributes> normalize_attrs(const OpDef& def, Attributes attrs) {
-  Attributes out;
-  for (auto& [name, value] : attrs.mutable_entries()) {
-    const AttrSpec* s = find_spec(def, name);
-    if (s == nullptr) {
-      std::vector<std::string_view> known;
-      for (const AttrSpec& a : def.attrs) known.push_back(a.name);
-      return fail("op '{}' has no attribute '{}' (attributes: {})", def.name, name,
-                  known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", ")));
-    }
-    if (s->kind == AttrKind::Float && kind_of(value) == AttrKind::Int)
-      value = static_cast<double>(std::get<int64_t>(value));
-    if (kind_of(value) != s->kind)
-      return fail("attribute '{}' of op '{}' must be {}, got {} {}", name, def.name, attr_kind_name(s->kind),
-                  attr_kind_name(kind_of(value)), to_string(value));
-  }
-  for (const AttrSpec& s : def.attrs) {
-    if (const Attribute* a = attrs.find(s.name)) out.set(s.name, *a);
-    else if (!s.default_value) return fail("op '{}' needs attribute '{}' ({})", def.name, s.name, s.doc);
-  }
-  return out;
+  return normalize_attributes(def.attrs, std::move(attrs), fmt::format("op '{}'", def.name), "attribute");
 }
 
 Result<std::vector<TensorType>> infer_types(Op op, std::span<const TensorType> inputs, const Attributes& attrs,
@@ -135,6 +116,10 @@ Result<std::vector<TensorType>> infer_types(Op op, std::span<const TensorType> i
   if (d.variadic ? inputs.size() < n : inputs.size() != n)
     return fail("op '{}' takes {}{} input{} ({}), got {}", d.name, d.variadic ? "at least " : "", n,
                 n == 1 ? "" : "s", fmt::join(d.inputs, ", "), inputs.size());
+  // Shape rules may see attributes that were never normalized (a hand-made node reaching the verifier); the
+  // getters would read a missing required attribute as zero, so say what is missing here, once for all ops.
+  for (const AttrSpec& s : d.attrs)
+    if (!s.default_value && !attrs.has(s.name)) return fail("op '{}' needs attribute '{}' ({})", d.name, s.name, s.doc);
   OpCall call{d, inputs, attrs, declared};
   auto types = d.shape(call);
   if (!types) return std::unexpected(types.error());
