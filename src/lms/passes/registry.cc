@@ -1,0 +1,39 @@
+// The pass registry: every pass usable in a pipeline, listed explicitly, each with a thin wrapper that reads its
+// options and calls the plain function doing the work.
+#include <array>
+
+#include "lms/ir/verifier.h"
+#include "lms/passes/dce.h"
+#include "lms/passes/pass.h"
+
+namespace lms {
+
+namespace {
+
+Result<void> run_verify(Graph& g, const Attributes&) { return verify(g); }
+
+Result<void> run_dce(Graph& g, const Attributes&) {
+  LMS_TRY(eliminate_dead_code(g));
+  return {};
+}
+
+const std::vector<PassInfo>& registry() {
+  static const std::vector<PassInfo> passes = {
+      {"verify", "checks the graph (types, shapes, placement, acyclicity, schedule order); changes nothing", {},
+       run_verify},
+      {"dce", "removes nodes that no graph output or side-effecting node needs", {}, run_dce},
+  };
+  return passes;
+}
+
+}  // namespace
+
+std::span<const PassInfo> pass_registry() { return registry(); }
+
+const PassInfo* find_pass(std::string_view name) {
+  for (const PassInfo& p : registry())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+}  // namespace lms

@@ -1,0 +1,61 @@
+// `lms stats (FILE | --model NAME ...) [--json]`: parameters, FLOPs, node and level counts, activation bytes.
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "common.h"
+#include "lms/analysis/levels.h"
+#include "lms/analysis/stats.h"
+
+namespace lms::cli {
+
+namespace {
+struct StatsCmd {
+  std::string file;
+  ModelArgs model;
+  bool json = false;
+};
+
+int run(const StatsCmd& c) {
+  auto g = load_graph(c.file, c.model);
+  if (!g) return report(g.error());
+  auto levels = compute_levels(*g);
+  if (!levels) return report(levels.error());
+  GraphStats s = graph_stats(*g);
+  if (c.json) {
+    nlohmann::ordered_json j;
+    j["graph"] = g->name();
+    j["nodes"] = s.nodes;
+    j["levels"] = levels->count();
+    j["params"] = s.params;
+    j["param_bytes"] = s.param_bytes;
+    j["state_bytes"] = s.state_bytes;
+    j["flops"] = s.flops;
+    j["activation_bytes"] = s.activation_bytes;
+    j["input_bytes"] = s.input_bytes;
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("graph {}\n", g->name());
+  fmt::print("  nodes             {}\n", format_count(s.nodes));
+  fmt::print("  levels            {}\n", format_count(levels->count()));
+  fmt::print("  parameters        {} ({})\n", format_count(s.params), format_bytes(s.param_bytes));
+  fmt::print("  persistent state  {}\n", format_bytes(s.state_bytes));
+  fmt::print("  FLOPs             {:.4g} ({:.4g} multiply-adds)\n", s.flops, s.flops / 2);
+  fmt::print("  activations       {}\n", format_bytes(s.activation_bytes));
+  fmt::print("  inputs            {}\n", format_bytes(s.input_bytes));
+  return kExitOk;
+}
+}  // namespace
+
+void add_stats_command(CLI::App& root, int& exit_code) {
+  auto c = std::make_shared<StatsCmd>();
+  CLI::App* sub = root.add_subcommand("stats", "Summarize a graph: parameters, FLOPs, nodes, levels, activation bytes.");
+  sub->add_option("FILE", c->file, "Graph in the IR text format (- for stdin); or use --model");
+  add_model_options(sub, c->model, /*with_model_flag=*/true);
+  sub->add_flag("--json", c->json, "Print one JSON object instead of text");
+  sub->callback([c, &exit_code] { exit_code = run(*c); });
+}
+
+}  // namespace lms::cli

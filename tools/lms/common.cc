@@ -1,0 +1,138 @@
+// Shared command-line helpers (see common.h).
+#include "common.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "lms/ir/parser.h"
+#include "lms/ir/verifier.h"
+
+namespace lms::cli {
+
+void add_model_options(CLI::App* app, ModelArgs& a, bool with_model_flag) {
+  if (with_model_flag) app->add_option("--model", a.name, "Build this model instead of reading a file");
+  app->add_option("--batch", a.batch, "Mini-batch size")->capture_default_str();
+  app->add_option("--image", a.image, "Input size: S (square/cube), HxW or DxHxW (default: the model's)");
+  app->add_option("--classes", a.classes, "Number of classes (default: the model's)");
+  app->add_option("--channels", a.channels, "Input channels (default: the model's)");
+  app->add_flag("--small-stem", a.small_stem, "resnet: 3x3 stride-1 stem without max-pool, for 28x28/32x32 inputs");
+  app->add_option("--hidden", a.hidden, "mlp: hidden layer widths, comma-separated (default 512,256)");
+  app->add_option("--depth", a.depth, "unet3d: resolution levels (default 4)");
+  app->add_option("--base-filters", a.base_filters, "unet3d: filters at the first level (default 32)");
+  app->add_option("--layers", a.layers, "gpt: transformer layers (default 12)");
+  app->add_option("--hidden-size", a.hidden_size, "gpt: model width (default 768)");
+  app->add_option("--heads", a.heads, "gpt: attention heads (default 12)");
+  app->add_option("--seq", a.seq, "gpt: sequence length (default 1024)");
+  app->add_option("--vocab", a.vocab, "gpt: vocabulary size (default 50257)");
+  app->add_flag("--untied", a.untied, "gpt: separate output embedding instead of tying it to the input one");
+  app->add_option("--dtype", a.dtype, "Element type of activations and parameters")->capture_default_str();
+}
+
+Result<ModelOptions> resolve(const ModelArgs& a) {
+  ModelOptions o;
+  o.batch = a.batch;
+  if (!a.image.empty()) o.image = LMS_TRY(parse_image_size(a.image));
+  auto positive = [](int64_t v, std::string_view flag) -> Result<std::optional<int64_t>> {
+    if (v < 0) return fail("--{} must be positive, got {}", flag, v);
+    if (v == 0) return std::optional<int64_t>{};
+    return std::optional<int64_t>{v};
+  };
+  o.classes = LMS_TRY(positive(a.classes, "classes"));
+  o.channels = LMS_TRY(positive(a.channels, "channels"));
+  o.depth = LMS_TRY(positive(a.depth, "depth"));
+  o.base_filters = LMS_TRY(positive(a.base_filters, "base-filters"));
+  o.layers = LMS_TRY(positive(a.layers, "layers"));
+  o.hidden_size = LMS_TRY(positive(a.hidden_size, "hidden-size"));
+  o.heads = LMS_TRY(positive(a.heads, "heads"));
+  o.seq = LMS_TRY(positive(a.seq, "seq"));
+  o.vocab = LMS_TRY(positive(a.vocab, "vocab"));
+  o.small_stem = a.small_stem;
+  o.untied = a.untied;
+  if (!a.hidden.empty()) {
+    std::stringstream ss(a.hidden);
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      char* end = nullptr;
+      long long v = std::strtoll(part.c_str(), &end, 10);
+      if (part.empty() || *end != '\0' || v <= 0) return fail("--hidden expects positive integers like 512,256, got '{}'", a.hidden);
+      o.hidden.push_back(v);
+    }
+  }
+  auto dt = parse_dtype(a.dtype);
+  if (!dt) return fail("--dtype must be one of f32, f16, bf16, got '{}'", a.dtype);
+  o.dtype = *dt;
+  return o;
+}
+
+Result<std::string> read_text(const std::string& path) {
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail("cannot read '{}': {}", path, std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (in.bad()) return fail("cannot read '{}': read error", path);
+  return text;
+}
+
+Result<void> write_text(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return {};
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return fail("cannot write '{}': {}", path, std::strerror(errno));
+  out << text;
+  if (!out) return fail("cannot write '{}': write error", path);
+  return {};
+}
+
+Result<Graph> load_graph(const std::string& file, const ModelArgs& args) {
+  if (!file.empty() && !args.name.empty()) return fail("give a graph FILE or --model NAME, not both");
+  if (file.empty()) {
+    if (args.name.empty()) return fail("give a graph FILE (- for stdin) or --model NAME");
+    ModelOptions o = LMS_TRY(resolve(args));
+    return build_model(args.name, o);
+  }
+  std::string text = LMS_TRY(read_text(file));
+  std::string shown = file == "-" ? "<stdin>" : file;
+  Graph g = LMS_TRY(parse_graph(text, shown));
+  if (auto v = verify(g); !v) return wrap(shown, v.error());
+  return g;
+}
+
+std::string format_bytes(int64_t bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, kUnits[u]);
+}
+
+std::string format_count(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+int report(const Error& e) {
+  std::string line = e.str();
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  fmt::print(stderr, "lms: error: {}\n", line);
+  return kExitError;
+}
+
+}  // namespace lms::cli

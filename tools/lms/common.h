@@ -1,0 +1,55 @@
+// Shared pieces of the `lms` subcommands: model options on the command line, reading a graph from a file,
+// stdin or a model builder, writing output, sizes and error reporting. Subcommands print errors as one line
+// on stderr ("lms: error: ...") and return a non-zero exit code; they never throw past main.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "lms/ir/graph.h"
+#include "lms/models/models.h"
+#include "lms/support/error.h"
+
+namespace lms::cli {
+
+// Exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;   // the command ran and failed (bad input, does not fit, ...)
+inline constexpr int kExitUsage = 2;   // the command line itself is wrong
+
+// Model options as typed on the command line; `resolve` turns them into ModelOptions.
+struct ModelArgs {
+  std::string name;       // --model NAME (or the positional NAME of `lms model`)
+  int64_t batch = 1;      // --batch
+  std::string image;      // --image S | HxW | DxHxW
+  int64_t classes = 0;    // --classes (0: model default)
+  int64_t channels = 0;   // --channels (0: model default)
+  bool small_stem = false;
+  std::string hidden;     // --hidden 512,256 (mlp)
+  int64_t depth = 0, base_filters = 0;                              // unet3d (0: default)
+  int64_t layers = 0, hidden_size = 0, heads = 0, seq = 0, vocab = 0;  // gpt (0: default)
+  bool untied = false;
+  std::string dtype = "f32";
+};
+
+// Adds --batch, --image, ... to `app`. With `with_model_flag`, also `--model NAME`.
+void add_model_options(CLI::App* app, ModelArgs& args, bool with_model_flag);
+Result<ModelOptions> resolve(const ModelArgs& args);
+
+// A graph from FILE ("-" = stdin, parsed and verified) or, when FILE is empty, from --model.
+Result<Graph> load_graph(const std::string& file, const ModelArgs& args);
+
+Result<std::string> read_text(const std::string& path);                  // "-" = stdin
+Result<void> write_text(const std::string& path, const std::string& text);  // "" or "-" = stdout
+
+// "1.5 GiB", "97.5 MiB", "512 B".
+std::string format_bytes(int64_t bytes);
+// "25,557,032".
+std::string format_count(int64_t n);
+
+// Prints "lms: error: <error>" on stderr; returns kExitError.
+int report(const Error& e);
+
+}  // namespace lms::cli
