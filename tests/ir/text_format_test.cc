@@ -403,7 +403,7 @@ TEST(TextErrors, NameTheLineColumnAndTheProblem) {
       {"huge dim", in_graph("  %x = input() : f32[8,99999999999999999999]\n"), "2:24", "does not fit in 64 bits"},
       {"negative dim", in_graph("  %x = input() : f32[8,-1]\n"), "2:24", "dimension must be >= 0, got -1"},
       {"float dim", in_graph("  %x = input() : f32[8.0]\n"), "2:22", "expected a dimension, got '8.0'"},
-      {"unknown dtype", in_graph("  %x = input() : f64[8]\n"), "2:18", "unknown dtype 'f64'"},
+      {"unknown dtype", in_graph("  %x = input() : c64[8]\n"), "2:18", "unknown dtype 'c64'"},
       {"unknown category", in_graph("  %x = input() : f32[8] #fw\n"), "2:25", "unknown category '#fw'"},
       {"unknown placement", in_graph("  %x = input() : f32[8] @gpu\n"), "2:26", "placement"},
       {"missing paren", in_graph(x + "  %y = relu(%x : f32[8,16]\n"), "3:16", "expected ',' or ')', got ':'"},

@@ -17,7 +17,7 @@ TEST(Types, SizesAndNames) {
     auto d = static_cast<DType>(i);
     EXPECT_EQ(parse_dtype(dtype_name(d)), d);
   }
-  EXPECT_FALSE(parse_dtype("f64").has_value());
+  EXPECT_FALSE(parse_dtype("f128").has_value());
 }
 
 TEST(Attributes, FloatsKeepTheirKindAndValue) {

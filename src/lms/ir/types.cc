@@ -19,6 +19,7 @@ constexpr std::array<DTypeInfo, kNumDTypes> kDTypes = {{
     {"bf16", 2, true},
     {"i32", 4, false},
     {"i64", 8, false},
+    {"f64", 8, true},
 }};
 }  // namespace
 

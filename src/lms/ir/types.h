@@ -10,8 +10,8 @@
 
 namespace lms {
 
-enum class DType : uint8_t { f32, f16, bf16, i32, i64 };
-inline constexpr int kNumDTypes = 5;
+enum class DType : uint8_t { f32, f16, bf16, i32, i64, f64 };  // f64: reference backend and gradient checks
+inline constexpr int kNumDTypes = 6;
 
 int64_t dtype_size(DType t);                           // bytes per element
 std::string_view dtype_name(DType t);                  // "f32", ...

@@ -27,6 +27,7 @@ void define_linalg_ops(OpTable& t);   // matmul, reshape, transpose, concat, sli
 void define_loss_ops(OpTable& t);     // mean, reduce_sum, cross_entropy
 void define_update_ops(OpTable& t);   // sgd, momentum, adam
 void define_copy_ops(OpTable& t);     // swap_out, swap_in
+void define_grad_ops(OpTable& t);     // the backward ops autodiff emits, and bn_running_update
 
 // Shared cost helpers.
 int64_t total_bytes(std::span<const TensorType> ts);

@@ -56,6 +56,7 @@ const ops::OpTable& table() {
     ops::define_loss_ops(t);
     ops::define_update_ops(t);
     ops::define_copy_ops(t);
+    ops::define_grad_ops(t);
     for (int i = 0; i < kNumOps; ++i) {
       t.defs[i].name = kOpNames[i];
       if (t.times_defined[i] != 1 || t.defs[i].shape == nullptr || t.defs[i].cost == nullptr) {
