@@ -37,7 +37,9 @@ TEST(OpsRegistry, EveryOpIsDefinedAndFindable) {
 TEST(OpsRegistry, TraitsFollowTheFamilies) {
   for (const OpDef& d : all_op_defs()) {
     SCOPED_TRACE(std::string(d.name));
-    bool update = d.op == Op::sgd_update || d.op == Op::momentum_update || d.op == Op::adam_update;
+    // The optimizer updates and batch norm's running-statistics update write persistent values in place.
+    bool update = d.op == Op::sgd_update || d.op == Op::momentum_update || d.op == Op::adam_update ||
+                  d.op == Op::bn_running_update;
     EXPECT_EQ(d.traits.in_place, update);
     if (update) {
       EXPECT_TRUE(d.traits.side_effecting);

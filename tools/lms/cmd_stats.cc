@@ -1,4 +1,5 @@
-// `lms stats (FILE | --model NAME ...) [--json]`: parameters, FLOPs, node and level counts, activation bytes.
+// `lms stats (FILE | --model NAME ...) [--train OPT ...] [--json]`: parameters, FLOPs, node and level counts,
+// activation bytes, of the forward graph or (with --train) of its training graph.
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 #include "common.h"
 #include "lms/analysis/levels.h"
 #include "lms/analysis/stats.h"
+#include "train_args.h"
 
 namespace lms::cli {
 
@@ -14,11 +16,14 @@ namespace {
 struct StatsCmd {
   std::string file;
   ModelArgs model;
+  TrainArgs train;
   bool json = false;
 };
 
 int run(const StatsCmd& c) {
-  auto g = load_graph(c.file, c.model);
+  auto forward = load_graph(c.file, c.model);
+  if (!forward) return report(forward.error());
+  auto g = apply_train(std::move(*forward), c.train);
   if (!g) return report(g.error());
   auto levels = compute_levels(*g);
   if (!levels) return report(levels.error());
@@ -54,6 +59,7 @@ void add_stats_command(CLI::App& root, int& exit_code) {
   CLI::App* sub = root.add_subcommand("stats", "Summarize a graph: parameters, FLOPs, nodes, levels, activation bytes.");
   sub->add_option("FILE", c->file, "Graph in the IR text format (- for stdin); or use --model");
   add_model_options(sub, c->model, /*with_model_flag=*/true);
+  add_train_options(sub, c->train);
   sub->add_flag("--json", c->json, "Print one JSON object instead of text");
   sub->callback([c, &exit_code] { exit_code = run(*c); });
 }

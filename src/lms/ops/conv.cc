@@ -5,6 +5,7 @@
 // recomputable: pure, and in a memory-bound plan often cheaper to run again than to keep.
 #include <fmt/format.h>
 
+#include "lms/autodiff/rules.h"
 #include "lms/ops/op_table.h"
 
 namespace lms::ops {
@@ -142,6 +143,7 @@ void define_conv(OpDef& d, std::string_view doc) {
   d.traits.recomputable = true;
   d.shape = conv_shape<Rank>;
   d.cost = conv_cost;
+  d.grad = autodiff::grad_conv;
   d.doc = doc;
 }
 
@@ -160,6 +162,7 @@ void define_conv_transpose(OpDef& d, std::string_view doc) {
   d.traits.recomputable = true;
   d.shape = conv_transpose_shape<Rank>;
   d.cost = conv_transpose_cost;
+  d.grad = autodiff::grad_conv_transpose;
   d.doc = doc;
 }
 

@@ -2,6 +2,7 @@
 // axis. All are recomputable: cheap, pure, and their inputs are usually small to keep.
 #include <algorithm>
 
+#include "lms/autodiff/rules.h"
 #include "lms/ops/op_table.h"
 
 namespace lms::ops {
@@ -49,29 +50,30 @@ constexpr double kGeluFlopsPerElement = 8;
 Cost gelu_cost(const OpCall& c, std::span<const TensorType> o) { return elementwise_cost(c, o, kGeluFlopsPerElement); }
 
 void elementwise(OpDef& d, std::vector<std::string_view> inputs, Result<std::vector<TensorType>> (*shape)(const OpCall&),
-                 Cost (*cost)(const OpCall&, std::span<const TensorType>), std::string_view doc) {
+                 Cost (*cost)(const OpCall&, std::span<const TensorType>), GradFn grad, std::string_view doc) {
   d.inputs = std::move(inputs);
   d.outputs = {"out"};
   d.traits.recomputable = true;
   d.shape = shape;
   d.cost = cost;
+  d.grad = grad;
   d.doc = doc;
 }
 }  // namespace
 
 void define_elementwise_ops(OpTable& t) {
-  elementwise(t.define(Op::relu), {"x"}, unary, cost1, "max(x, 0)");
-  elementwise(t.define(Op::gelu), {"x"}, unary, gelu_cost, "x * Phi(x), the exact (erf) form");
-  elementwise(t.define(Op::add), {"a", "b"}, broadcast, cost1, "a + b with NumPy broadcasting");
-  elementwise(t.define(Op::mul), {"a", "b"}, broadcast, cost1, "a * b with NumPy broadcasting");
+  elementwise(t.define(Op::relu), {"x"}, unary, cost1, autodiff::grad_relu, "max(x, 0)");
+  elementwise(t.define(Op::gelu), {"x"}, unary, gelu_cost, autodiff::grad_gelu, "x * Phi(x), the exact (erf) form");
+  elementwise(t.define(Op::add), {"a", "b"}, broadcast, cost1, autodiff::grad_add, "a + b with NumPy broadcasting");
+  elementwise(t.define(Op::mul), {"a", "b"}, broadcast, cost1, autodiff::grad_mul, "a * b with NumPy broadcasting");
   {
     OpDef& d = t.define(Op::scale);
-    elementwise(d, {"x"}, unary, cost1, "x * factor");
+    elementwise(d, {"x"}, unary, cost1, autodiff::grad_scale, "x * factor");
     d.attrs = {{"factor", AttrKind::Float, std::nullopt, "the constant multiplier"}};
   }
   {
     OpDef& d = t.define(Op::bias_add);
-    elementwise(d, {"x", "bias"}, bias_add, cost1, "x + bias broadcast along one axis");
+    elementwise(d, {"x", "bias"}, bias_add, cost1, autodiff::grad_bias_add, "x + bias broadcast along one axis");
     d.attrs = {{"axis", AttrKind::Int, Attribute{int64_t{1}}, "the axis the bias runs along (1: channels of NC...)"}};
   }
 }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "lms/autodiff/rules.h"
 #include "lms/ops/op_table.h"
 
 namespace lms::ops {
@@ -14,16 +15,6 @@ namespace {
 
 // softmax per element: subtract the row max, exp, add to the row sum, divide; the max is one more compare.
 constexpr double kSoftmaxFlopsPerElement = 5;
-
-// Resolves a possibly negative axis attribute against `rank`.
-Result<int> axis_of(const OpCall& c, std::string_view name, const TensorType& t) {
-  int64_t a = c.i(name);
-  int64_t r = a < 0 ? a + t.rank() : a;
-  if (r < 0 || r >= t.rank())
-    return fail("{} attribute '{}' = {} is out of range for {} (rank {})", c.def.name, name, a, to_string(t),
-                t.rank());
-  return static_cast<int>(r);
-}
 
 Result<std::vector<TensorType>> matmul_shape(const OpCall& c) {
   const TensorType &a = c.inputs[0], &b = c.inputs[1];
@@ -103,7 +94,7 @@ Result<std::vector<TensorType>> transpose_shape(const OpCall& c) {
 
 Result<std::vector<TensorType>> concat_shape(const OpCall& c) {
   const TensorType& first = c.inputs[0];
-  int axis = LMS_TRY(axis_of(c, "axis", first));
+  int axis = LMS_TRY(resolve_axis(c, "axis", first));
   TensorType out = first;
   for (size_t i = 1; i < c.inputs.size(); ++i) {
     const TensorType& t = c.inputs[i];
@@ -119,7 +110,7 @@ Result<std::vector<TensorType>> concat_shape(const OpCall& c) {
 
 Result<std::vector<TensorType>> slice_shape(const OpCall& c) {
   const TensorType& x = c.inputs[0];
-  int axis = LMS_TRY(axis_of(c, "axis", x));
+  int axis = LMS_TRY(resolve_axis(c, "axis", x));
   int64_t start = c.i("start"), end = c.i("end"), dim = x.shape[axis];
   if (!(0 <= start && start < end && end <= dim))
     return fail("slice [{}, {}) along axis {} of {} needs 0 <= start < end <= {}", start, end, axis, to_string(x),
@@ -132,7 +123,7 @@ Result<std::vector<TensorType>> slice_shape(const OpCall& c) {
 Result<std::vector<TensorType>> softmax_shape(const OpCall& c) {
   const TensorType& x = c.inputs[0];
   if (!is_float(x.dtype)) return fail("softmax needs a floating-point input, got {}", to_string(x));
-  int axis = LMS_TRY(axis_of(c, "axis", x));
+  int axis = LMS_TRY(resolve_axis(c, "axis", x));
   if (c.b("causal")) {
     if (x.rank() < 2 || axis != x.rank() - 1)
       return fail("causal softmax needs rank >= 2 and axis the last dimension, got axis {} of {}", c.i("axis"),
@@ -194,18 +185,21 @@ void define_linalg_ops(OpTable& t) {
     };
     d.shape = matmul_shape;
     d.cost = matmul_cost;
+    d.grad = autodiff::grad_matmul;
   }
   {
     OpDef& d = basic(t.define(Op::reshape), {"x"}, "the same elements in row-major order with a new shape");
     d.attrs = {{"shape", AttrKind::IntList, std::nullopt, "the new shape; one entry may be -1 (inferred)"}};
     d.shape = reshape_shape;
     d.cost = movement_cost;
+    d.grad = autodiff::grad_reshape;
   }
   {
     OpDef& d = basic(t.define(Op::transpose), {"x"}, "permutes dimensions: out.shape[i] = x.shape[perm[i]]");
     d.attrs = {{"perm", AttrKind::IntList, std::nullopt, "a permutation of 0..rank-1"}};
     d.shape = transpose_shape;
     d.cost = movement_cost;
+    d.grad = autodiff::grad_transpose;
   }
   {
     OpDef& d = basic(t.define(Op::concat), {"x"}, "joins the inputs along one axis");
@@ -213,6 +207,7 @@ void define_linalg_ops(OpTable& t) {
     d.attrs = {{"axis", AttrKind::Int, std::nullopt, "the axis to join along; negative counts from the end"}};
     d.shape = concat_shape;
     d.cost = movement_cost;
+    d.grad = autodiff::grad_concat;
   }
   {
     OpDef& d = basic(t.define(Op::slice), {"x"}, "the elements start..end-1 along one axis");
@@ -223,6 +218,7 @@ void define_linalg_ops(OpTable& t) {
     };
     d.shape = slice_shape;
     d.cost = slice_cost;
+    d.grad = autodiff::grad_slice;
   }
   {
     OpDef& d = basic(t.define(Op::softmax), {"x"}, "exp(x) / sum(exp(x)) along an axis, optionally causal");
@@ -233,11 +229,13 @@ void define_linalg_ops(OpTable& t) {
     };
     d.shape = softmax_shape;
     d.cost = softmax_cost;
+    d.grad = autodiff::grad_softmax;
   }
   {
     OpDef& d = basic(t.define(Op::embedding), {"table", "ids"}, "rows of table[V, C] gathered by ids[...]: [..., C]");
     d.shape = embedding_shape;
     d.cost = embedding_cost;
+    d.grad = autodiff::grad_embedding;
   }
 }
 

@@ -1,10 +1,11 @@
 // Reductions and losses: mean and reduce_sum over a set of axes (all by default, optionally keeping reduced
 // dimensions as size 1), and cross_entropy of class logits[N, C, *sp] against integer labels[N, *sp],
-// averaged over every labelled position into an f32[] scalar. All are recomputable: pure, and small outputs.
+// averaged over every labelled position into an f32[] scalar (f64[] for f64 logits). All are recomputable: pure, and small outputs.
 #include <algorithm>
 
 #include <fmt/format.h>
 
+#include "lms/autodiff/rules.h"
 #include "lms/ops/op_table.h"
 
 namespace lms::ops {
@@ -64,7 +65,8 @@ Result<std::vector<TensorType>> cross_entropy_shape(const OpCall& c) {
   if (labels.shape != expected)
     return fail("cross_entropy labels {} must have shape {} for logits {} (the logits without axis 1)",
                 to_string(labels), to_string(expected), to_string(logits));
-  return std::vector<TensorType>{TensorType{DType::f32, {}}};
+  // The loss is f32 (accumulated in f32 for f16/bf16 logits), or f64 for f64 logits (gradient checks).
+  return std::vector<TensorType>{TensorType{logits.dtype == DType::f64 ? DType::f64 : DType::f32, {}}};
 }
 
 Cost cross_entropy_cost(const OpCall& c, std::span<const TensorType> outs) {
@@ -83,6 +85,7 @@ void define_reduce(OpDef& d, std::string_view doc) {
   d.traits.recomputable = true;
   d.shape = reduce_shape;
   d.cost = reduce_cost;
+  d.grad = autodiff::grad_reduce;
   d.doc = doc;
 }
 
@@ -98,7 +101,8 @@ void define_loss_ops(OpTable& t) {
     d.traits.recomputable = true;
     d.shape = cross_entropy_shape;
     d.cost = cross_entropy_cost;
-    d.doc = "mean over all N*prod(sp) positions of -log softmax(logits, axis 1)[label] -> f32[]";
+    d.grad = autodiff::grad_cross_entropy;
+    d.doc = "mean over all N*prod(sp) positions of -log softmax(logits, axis 1)[label] -> f32[] (f64[] for f64)";
   }
 }
 

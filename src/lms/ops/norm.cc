@@ -2,6 +2,7 @@
 // (statistics over the last dimension). Both return, besides the normalized output, the mean and inverse
 // standard deviation they computed, because the backward pass needs them and recomputing them would read x
 // again. Both are recomputable.
+#include "lms/autodiff/rules.h"
 #include "lms/ops/op_table.h"
 
 namespace lms::ops {
@@ -73,6 +74,7 @@ void define_norm_ops(OpTable& t) {
     d.traits.recomputable = true;
     d.shape = batch_norm_shape;
     d.cost = norm_cost;
+    d.grad = autodiff::grad_batch_norm;
     d.doc = "training-mode batch norm over N and spatial dims per channel; also returns mean[C] and invstd[C]";
   }
   {
@@ -83,6 +85,7 @@ void define_norm_ops(OpTable& t) {
     d.traits.recomputable = true;
     d.shape = layer_norm_shape;
     d.cost = norm_cost;
+    d.grad = autodiff::grad_layer_norm;
     d.doc = "layer norm over the last dimension; also returns mean and invstd of shape x.shape[:-1]";
   }
 }

@@ -29,6 +29,9 @@ void define_update_ops(OpTable& t);   // sgd, momentum, adam
 void define_copy_ops(OpTable& t);     // swap_out, swap_in
 void define_grad_ops(OpTable& t);     // the backward ops autodiff emits, and bn_running_update
 
+// Resolves an axis attribute (negative counts from the end) against `t`; an error names the op and the value.
+Result<int> resolve_axis(const OpCall& c, std::string_view name, const TensorType& t);
+
 // Shared cost helpers.
 int64_t total_bytes(std::span<const TensorType> ts);
 // Bytes read = all inputs, written = all outputs, flops = `flops_per_output_element` x output elements.

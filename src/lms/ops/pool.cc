@@ -4,6 +4,7 @@
 // share one shape rule, a template on the spatial rank. All are recomputable.
 #include <fmt/format.h>
 
+#include "lms/autodiff/rules.h"
 #include "lms/ops/op_table.h"
 
 namespace lms::ops {
@@ -92,6 +93,7 @@ void define_pool(OpDef& d, bool average, std::string_view doc) {
   d.traits.recomputable = true;
   d.shape = pool_shape<Rank>;
   d.cost = pool_cost;
+  d.grad = average ? autodiff::grad_avg_pool : autodiff::grad_max_pool;
   d.doc = doc;
 }
 
@@ -112,6 +114,7 @@ void define_pool_ops(OpTable& t) {
     d.traits.recomputable = true;
     d.shape = global_avg_pool_shape;
     d.cost = global_avg_pool_cost;
+    d.grad = autodiff::grad_global_avg_pool;
     d.doc = "average over all spatial positions: x[N,C,*sp] -> [N,C]";
   }
 }

@@ -22,6 +22,15 @@ OpDef& OpTable::define(Op op) {
   return d;
 }
 
+Result<int> resolve_axis(const OpCall& c, std::string_view name, const TensorType& t) {
+  int64_t a = c.i(name);
+  int64_t r = a < 0 ? a + t.rank() : a;
+  if (r < 0 || r >= t.rank())
+    return fail("{} attribute '{}' = {} is out of range for {} (rank {})", c.def.name, name, a, to_string(t),
+                t.rank());
+  return static_cast<int>(r);
+}
+
 int64_t total_bytes(std::span<const TensorType> ts) {
   int64_t b = 0;
   for (const TensorType& t : ts) b += t.bytes();

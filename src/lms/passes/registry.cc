@@ -2,6 +2,8 @@
 // options and calls the plain function doing the work.
 #include <array>
 
+#include "lms/autodiff/optimizer.h"
+#include "lms/autodiff/passes.h"
 #include "lms/ir/verifier.h"
 #include "lms/passes/dce.h"
 #include "lms/passes/pass.h"
@@ -22,6 +24,10 @@ const std::vector<PassInfo>& registry() {
       {"verify", "checks the graph (types, shapes, placement, acyclicity, schedule order); changes nothing", {},
        run_verify},
       {"dce", "removes nodes that no graph output or side-effecting node needs", {}, run_dce},
+      {"autodiff", "replaces the graph by its gradient graph: outputs [loss, d(loss)/d(each wrt value)]",
+       autodiff_pass_options(), run_autodiff_pass},
+      {"train", "replaces the graph by its training graph: gradients, optimizer updates, running statistics",
+       training_option_specs(), run_train_pass},
   };
   return passes;
 }

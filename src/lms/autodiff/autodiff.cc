@@ -1,0 +1,247 @@
+// Reverse-mode differentiation (see autodiff.h and docs/autodiff.md). Three sweeps over one deterministic
+// topological order: forward, mark the values that depend on a differentiated value; backward, mark the nodes
+// to differentiate and count the gradient contributions each value will receive (so names can be chosen
+// before the nodes exist); backward again, sum each value's contributions once all its consumers are done
+// and run the rule of every marked node.
+#include "lms/autodiff/autodiff.h"
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+
+#include <fmt/format.h>
+
+#include "lms/autodiff/grad_context.h"
+#include "lms/ir/builder.h"
+#include "lms/ir/verifier.h"
+
+namespace lms {
+
+namespace {
+
+// One gradient contribution to a value: from input `index` of node `consumer`.
+struct Part {
+  NodeId consumer;
+  size_t index = 0;
+  ValueId grad;
+};
+
+bool is_float_value(const Graph& g, ValueId v) { return is_float(g.value(v).type.dtype); }
+
+// What the first two sweeps decide about the forward graph (indexed by the forward's ids).
+struct Plan {
+  std::vector<char> depends;        // value depends on a wrt value and is floating point
+  std::vector<char> differentiate;  // node gets its gradient rule run
+  std::vector<int> contributions;   // per value: how many (consumer, input) pairs will send it a gradient
+};
+
+Result<Plan> plan_sweeps(const Graph& g, ValueId loss, std::span<const ValueId> wrt,
+                         const std::vector<NodeId>& order) {
+  Plan p;
+  p.depends.assign(g.num_values(), 0);
+  p.differentiate.assign(g.num_nodes(), 0);
+  p.contributions.assign(g.num_values(), 0);
+  for (ValueId v : wrt) p.depends[v.v] = 1;
+  for (NodeId n : order) {
+    const Node& node = g.node(n);
+    bool any = std::any_of(node.inputs.begin(), node.inputs.end(), [&](ValueId v) { return p.depends[v.v] != 0; });
+    if (any)
+      for (ValueId out : node.outputs)
+        if (is_float_value(g, out)) p.depends[out.v] = 1;
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node& node = g.node(*it);
+    bool has_grad = std::any_of(node.outputs.begin(), node.outputs.end(),
+                                [&](ValueId v) { return v == loss || p.contributions[v.v] > 0; });
+    bool wanted = std::any_of(node.inputs.begin(), node.inputs.end(), [&](ValueId v) { return p.depends[v.v] != 0; });
+    if (!has_grad || !wanted) continue;
+    if (g.def(*it).grad == nullptr)
+      return fail_at(node_label(g, *it), "op '{}' has no gradient rule, but the loss's gradient flows through it",
+                     op_name(node.op));
+    p.differentiate[it->v] = 1;
+    for (ValueId v : node.inputs)
+      if (p.depends[v.v]) ++p.contributions[v.v];
+  }
+  return p;
+}
+
+std::string grad_name(const Graph& g, ValueId v) { return g.value(v).name + ".grad"; }
+
+// The name hint for the contribution of input `index` of node `n` to its value v: "<v>.grad" when it is the
+// only one, else "<v>.grad.<k>" with k counting v's contributions from 1 in (consumer id, input index) order,
+// the order in which accumulate() sums them.
+std::string part_name(const Graph& g, const Plan& p, NodeId n, size_t index) {
+  ValueId v = g.node(n).inputs[index];
+  // A multi-output gradient op may compute a gradient nobody needs (batch_norm_grad's dx for an input x).
+  if (!p.depends[v.v]) return grad_name(g, v) + ".unused";
+  if (p.contributions[v.v] == 1) return grad_name(g, v);
+  int rank = 1;
+  for (NodeId c : g.value(v).consumers) {
+    if (c > n) break;
+    if (!p.differentiate[c.v]) continue;
+    const std::vector<ValueId>& ins = g.node(c).inputs;
+    size_t end = c == n ? index : ins.size();
+    rank += static_cast<int>(std::count(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(end), v));
+  }
+  return fmt::format("{}.{}", grad_name(g, v), rank);
+}
+
+// Sums the contributions of `v` in (consumer id, input index) order into its gradient "<v>.grad".
+ValueId accumulate(Builder& b, ValueId v, std::vector<Part>& parts) {
+  if (parts.empty()) return ValueId{};
+  std::sort(parts.begin(), parts.end(), [](const Part& x, const Part& y) {
+    return x.consumer != y.consumer ? x.consumer < y.consumer : x.index < y.index;
+  });
+  ValueId sum = parts.front().grad;
+  const std::string name = grad_name(b.graph(), v);
+  for (size_t k = 1; k < parts.size(); ++k)
+    sum = b.op(Op::add, {sum, parts[k].grad}, {}, k + 1 == parts.size() ? name : name + ".acc");
+  return sum;
+}
+
+// Runs node `n`'s gradient rule and records the contributions it hands back.
+Result<void> run_rule(Builder& b, NodeId n, const Plan& p, const std::vector<ValueId>& grads,
+                      std::vector<std::vector<Part>>& parts) {
+  Graph& g = b.graph();
+  const Node& node = g.node(n);  // copied out below: rules add nodes, which may move the node storage
+  GradContext ctx{.b = b, .node = n, .op = node.op, .attrs = node.attrs, .inputs = node.inputs,
+                  .outputs = node.outputs};
+  for (ValueId v : ctx.inputs) {
+    ctx.input_types.push_back(g.value(v).type);
+    ctx.wants.push_back(p.depends[v.v] != 0);
+  }
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) ctx.grad_names.push_back(part_name(g, p, n, i));
+  for (ValueId v : ctx.outputs) {
+    ctx.output_types.push_back(g.value(v).type);
+    ctx.output_grads.push_back(grads[v.v]);
+  }
+  ctx.input_grads.assign(ctx.inputs.size(), ValueId{});
+  std::string where = fmt::format("gradient of {} ({})", node_label(g, n), op_name(ctx.op));
+  auto r = op_def(ctx.op).grad(ctx);
+  if (!r) return wrap(where, r.error());
+  if (!b.ok()) return wrap(where, *b.error());
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    if (!ctx.wants[i]) continue;
+    ValueId gi = ctx.input_grads[i];
+    if (!gi.valid())
+      return fail_at(where, "internal: the rule gave no gradient for input {} (%{})", i, g.value(ctx.inputs[i]).name);
+    if (g.value(gi).type != ctx.input_types[i])
+      return fail_at(where, "internal: the rule's gradient for input {} is {}, the input is {}", i,
+                     to_string(g.value(gi).type), to_string(ctx.input_types[i]));
+    parts[ctx.inputs[i].v].push_back(Part{n, i, gi});
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<NodeId>> topological_order(const Graph& g) {
+  size_t n = g.num_nodes();
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<NodeId>> succ(n);
+  for (NodeId id : g.node_ids()) {
+    for (ValueId v : g.node(id).inputs) {
+      succ[g.value(v).producer.v].push_back(id);
+      ++pending[id.v];
+    }
+    for (NodeId c : g.node(id).control_inputs) {
+      succ[c.v].push_back(id);
+      ++pending[id.v];
+    }
+  }
+  std::priority_queue<NodeId, std::vector<NodeId>, std::greater<>> ready;
+  for (NodeId id : g.node_ids())
+    if (pending[id.v] == 0) ready.push(id);
+  std::vector<NodeId> order;
+  while (!ready.empty()) {
+    NodeId id = ready.top();
+    ready.pop();
+    order.push_back(id);
+    for (NodeId s : succ[id.v])
+      if (--pending[s.v] == 0) ready.push(s);
+  }
+  if (order.size() != n)
+    for (NodeId id : g.node_ids())
+      if (pending[id.v] > 0) return fail_at(node_label(g, id), "the graph has a cycle through this node");
+  return order;
+}
+
+Result<ValueId> loss_of(const Graph& g) {
+  if (g.outputs().size() != 1)
+    return fail("autodiff needs a graph with exactly one output (the scalar loss), got {}", g.outputs().size());
+  ValueId loss = g.outputs().front();
+  const TensorType& t = g.value(loss).type;
+  if (t.rank() != 0 || !is_float(t.dtype))
+    return fail("autodiff needs a floating-point scalar loss, but the output %{} is {}", g.value(loss).name,
+                to_string(t));
+  return loss;
+}
+
+Result<std::vector<ValueId>> append_gradients(Graph& g, std::span<const ValueId> wrt) {
+  // Rules index inputs and read attributes as the shape rules guarantee them, so the graph must be well formed.
+  if (auto v = verify(g); !v) return wrap("autodiff: the forward graph does not verify", v.error());
+  ValueId loss = LMS_TRY(loss_of(g));
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    if (!wrt[i].valid() || wrt[i].v >= g.num_values()) return fail("autodiff: value #{} does not exist", wrt[i].v);
+    if (!is_float_value(g, wrt[i]))
+      return fail("autodiff: %{} is {}; only floating-point values have gradients", g.value(wrt[i]).name,
+                  to_string(g.value(wrt[i]).type));
+    if (std::count(wrt.begin(), wrt.begin() + static_cast<std::ptrdiff_t>(i) + 1, wrt[i]) > 1)
+      return fail("autodiff: %{} is listed twice", g.value(wrt[i]).name);
+  }
+  std::vector<NodeId> order = LMS_TRY(topological_order(g));
+  Plan p = LMS_TRY(plan_sweeps(g, loss, wrt, order));
+
+  std::vector<ValueId> grads(g.num_values());  // final gradients, indexed by the forward's value ids
+  std::vector<std::vector<Part>> parts(g.num_values());
+  Builder b(g);
+  b.set_category(Category::bwd);
+  if (p.depends[loss.v]) {
+    auto seed = b.add(Op::constant, {}, attrs({{"value", 1.0}}), grad_name(g, loss), {g.value(loss).type});
+    if (!b.ok()) return std::unexpected(*b.error());
+    grads[loss.v] = seed.front();
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    for (ValueId out : std::vector<ValueId>(g.node(*it).outputs))
+      if (out != loss) grads[out.v] = accumulate(b, out, parts[out.v]);
+    if (!b.ok()) return std::unexpected(*b.error());
+    if (p.differentiate[it->v]) LMS_TRY_VOID(run_rule(b, *it, p, grads, parts));
+  }
+  std::vector<ValueId> result;
+  for (ValueId v : wrt) result.push_back(grads[v.v]);
+  return result;
+}
+
+Result<Graph> build_gradient_graph(const Graph& forward, std::span<const std::string> wrt) {
+  Graph g = forward;
+  std::vector<ValueId> ids;
+  if (wrt.empty()) {
+    for (NodeId n : g.node_ids())
+      if (g.node(n).op == Op::param && is_float_value(g, g.first_output(n))) ids.push_back(g.first_output(n));
+  }
+  for (const std::string& name : wrt) {
+    auto v = g.find_value(name);
+    if (!v) return fail("autodiff: no value named %{} to differentiate with respect to", name);
+    ids.push_back(*v);
+  }
+  std::vector<ValueId> grads = LMS_TRY(append_gradients(g, ids));
+  ValueId loss = g.outputs().front();
+  std::vector<ValueId> outputs = {loss};
+  Builder b(g);
+  b.set_category(Category::bwd);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (grads[i].valid()) {
+      outputs.push_back(grads[i]);
+      continue;
+    }
+    // The loss does not depend on this value: its gradient is zero.
+    auto zero = b.add(Op::constant, {}, attrs({{"value", 0.0}}), grad_name(g, ids[i]), {g.value(ids[i]).type});
+    if (!b.ok()) return std::unexpected(*b.error());
+    outputs.push_back(zero.front());
+  }
+  g.set_outputs(std::move(outputs));
+  if (auto v = verify(g); !v) return wrap("autodiff: internal: the gradient graph does not verify", v.error());
+  return g;
+}
+
+}  // namespace lms

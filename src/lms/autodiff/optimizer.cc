@@ -1,0 +1,184 @@
+// The training graph (see optimizer.h): gradients of every parameter, one in-place update per parameter
+// ordered after the parameter's other readers, and batch norm's running statistics.
+#include "lms/autodiff/optimizer.h"
+
+#include <array>
+
+#include <fmt/format.h>
+
+#include "lms/autodiff/autodiff.h"
+#include "lms/autodiff/emit.h"
+#include "lms/ir/builder.h"
+#include "lms/ir/verifier.h"
+
+namespace lms {
+
+namespace {
+
+constexpr std::array<std::string_view, 3> kOptimizerNames = {"sgd", "momentum", "adam"};
+
+// The updated values are named after what they overwrite: "<param>.new", "<param>.momentum.new", ...
+std::vector<std::string> new_names(const Graph& g, std::span<const ValueId> overwritten) {
+  std::vector<std::string> names;
+  for (ValueId v : overwritten) names.push_back(g.value(v).name + ".new");
+  return names;
+}
+
+// Adds the update of parameter `p` with gradient `grad`, its optimizer state, and the control edges that make
+// every other reader of `p` finish before the update overwrites it.
+Result<void> add_update(Graph& g, ValueId p, ValueId grad, const OptimizerOptions& o) {
+  Builder b(g);
+  b.set_category(Category::upd);
+  const std::string name = g.value(p).name;
+  const TensorType type = g.value(p).type;
+  std::vector<ValueId> inputs = {p};
+  Attributes a;
+  a.set("lr", effective_lr(o));
+  Op op = Op::sgd_update;
+  switch (o.kind) {
+    case OptimizerKind::sgd:
+      break;
+    case OptimizerKind::momentum:
+      op = Op::momentum_update;
+      inputs.push_back(b.state(type, name + ".momentum", "zeros"));
+      a.set("momentum", o.momentum);
+      a.set("nesterov", o.nesterov);
+      break;
+    case OptimizerKind::adam:
+      op = Op::adam_update;
+      inputs.push_back(b.state(type, name + ".m", "zeros"));
+      inputs.push_back(b.state(type, name + ".v", "zeros"));
+      inputs.push_back(b.state(TensorType{DType::f32, {}}, name + ".t", "zeros"));
+      a.set("beta1", o.beta1);
+      a.set("beta2", o.beta2);
+      a.set("eps", o.eps);
+      break;
+  }
+  a.set("weight_decay", o.weight_decay);
+  if (!b.ok()) return std::unexpected(*b.error());
+  std::vector<std::string> names = new_names(g, inputs);
+  inputs.push_back(grad);
+  auto outs = LMS_TRY(autodiff::add_named(g, Category::upd, op, std::move(inputs), std::move(a), names));
+  NodeId update = g.value(outs.front()).producer;
+  for (NodeId reader : std::vector<NodeId>(g.value(p).consumers))
+    if (reader != update) g.add_control_input(update, reader);
+  return {};
+}
+
+// Adds "<bn>.running_mean" (zeros), "<bn>.running_var" (ones) and their bn_running_update for batch_norm `bn`.
+Result<void> add_running_update(Graph& g, NodeId bn) {
+  const Node node = g.node(bn);
+  std::vector<TensorType> in_types, out_types;
+  for (ValueId v : node.inputs) in_types.push_back(g.value(v).type);
+  for (ValueId v : node.outputs) out_types.push_back(g.value(v).type);
+  OpCall call{op_def(Op::batch_norm), in_types, node.attrs, out_types};
+  const Shape& x = in_types[0].shape;
+  int64_t count = x[0];
+  for (size_t i = 2; i < x.size(); ++i) count *= x[i];
+  const std::string name = g.value(node.outputs[0]).name;
+  Builder b(g);
+  b.set_category(Category::upd);
+  ValueId mean = b.state(out_types[1], name + ".running_mean", "zeros");
+  ValueId var = b.state(out_types[1], name + ".running_var", "ones");
+  if (!b.ok()) return std::unexpected(*b.error());
+  std::vector<ValueId> stats = {mean, var};
+  Attributes a = attrs({{"momentum", call.f("momentum")}, {"eps", call.f("eps")}, {"count", count}});
+  auto r = autodiff::add_named(g, Category::upd, Op::bn_running_update, {mean, var, node.outputs[1], node.outputs[2]},
+                               std::move(a), new_names(g, stats));
+  if (!r) return wrap(fmt::format("running statistics of batch norm %{}", name), r.error());
+  return {};
+}
+
+}  // namespace
+
+std::string_view optimizer_name(OptimizerKind k) { return kOptimizerNames[static_cast<size_t>(k)]; }
+
+std::optional<OptimizerKind> parse_optimizer(std::string_view name) {
+  for (size_t i = 0; i < kOptimizerNames.size(); ++i)
+    if (kOptimizerNames[i] == name) return static_cast<OptimizerKind>(i);
+  return std::nullopt;
+}
+
+double effective_lr(const OptimizerOptions& o) {
+  return o.lr.value_or(o.kind == OptimizerKind::adam ? kDefaultAdamLr : kDefaultLr);
+}
+
+Result<void> check_optimizer_options(const OptimizerOptions& o) {
+  auto nonnegative = [](std::string_view name, double v) -> Result<void> {
+    if (!(v >= 0)) return fail("optimizer option '{}' = {} must be >= 0", name, v);
+    return {};
+  };
+  auto decay = [](std::string_view name, double v) -> Result<void> {
+    if (!(v >= 0 && v < 1)) return fail("optimizer option '{}' = {} must be in [0, 1)", name, v);
+    return {};
+  };
+  LMS_TRY_VOID(nonnegative("lr", effective_lr(o)));
+  LMS_TRY_VOID(nonnegative("momentum", o.momentum));
+  LMS_TRY_VOID(nonnegative("weight-decay", o.weight_decay));
+  LMS_TRY_VOID(nonnegative("eps", o.eps));
+  LMS_TRY_VOID(decay("beta1", o.beta1));
+  LMS_TRY_VOID(decay("beta2", o.beta2));
+  if (o.kind == OptimizerKind::momentum && o.nesterov && o.momentum == 0)
+    return fail("optimizer option 'nesterov' needs momentum > 0, got momentum {}", o.momentum);
+  return {};
+}
+
+Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& opts) {
+  LMS_TRY_VOID(check_optimizer_options(opts.optimizer));
+  Graph g = forward;
+  ValueId loss = LMS_TRY(loss_of(g));
+  std::vector<ValueId> params;
+  std::vector<NodeId> batch_norms;
+  for (NodeId n : g.node_ids()) {
+    const Node& node = g.node(n);
+    if (node.op == Op::param && is_float(g.value(node.outputs[0]).type.dtype)) params.push_back(node.outputs[0]);
+    if (node.op == Op::batch_norm) batch_norms.push_back(n);
+  }
+  std::vector<ValueId> grads = LMS_TRY(append_gradients(g, params));
+  for (size_t i = 0; i < params.size(); ++i)
+    if (grads[i].valid()) {
+      auto r = add_update(g, params[i], grads[i], opts.optimizer);
+      if (!r) return wrap(fmt::format("update of %{}", g.value(params[i]).name), r.error());
+    }
+  if (opts.bn_running_stats)
+    for (NodeId bn : batch_norms) LMS_TRY_VOID(add_running_update(g, bn));
+  g.set_outputs({loss});
+  if (auto v = verify(g); !v) return wrap("training graph: internal: it does not verify", v.error());
+  return g;
+}
+
+std::vector<AttrSpec> training_option_specs() {
+  const OptimizerOptions d;
+  return {
+      {"optimizer", AttrKind::String, Attribute{std::string(optimizer_name(d.kind))}, "sgd, momentum or adam"},
+      {"lr", AttrKind::Float, Attribute{kDefaultLr}, "learning rate (default 0.01; 0.001 for adam)"},
+      {"momentum", AttrKind::Float, Attribute{d.momentum}, "momentum factor (momentum only)"},
+      {"weight_decay", AttrKind::Float, Attribute{d.weight_decay}, "L2 penalty added to the gradient"},
+      {"nesterov", AttrKind::Bool, Attribute{d.nesterov}, "Nesterov momentum (momentum only)"},
+      {"beta1", AttrKind::Float, Attribute{d.beta1}, "Adam's first-moment decay"},
+      {"beta2", AttrKind::Float, Attribute{d.beta2}, "Adam's second-moment decay"},
+      {"eps", AttrKind::Float, Attribute{d.eps}, "Adam's denominator term"},
+      {"bn_running_stats", AttrKind::Bool, Attribute{true}, "update batch norm running statistics"},
+  };
+}
+
+Result<TrainingOptions> training_options_from(const Attributes& a) {
+  TrainingOptions t;
+  OptimizerOptions& o = t.optimizer;
+  std::string kind = a.get_string("optimizer", std::string(optimizer_name(o.kind)));
+  auto k = parse_optimizer(kind);
+  if (!k) return fail("unknown optimizer '{}' (optimizers: sgd, momentum, adam)", kind);
+  o.kind = *k;
+  if (a.has("lr")) o.lr = a.get_float("lr", kDefaultLr);
+  o.momentum = a.get_float("momentum", o.momentum);
+  o.weight_decay = a.get_float("weight_decay", o.weight_decay);
+  o.nesterov = a.get_bool("nesterov", o.nesterov);
+  o.beta1 = a.get_float("beta1", o.beta1);
+  o.beta2 = a.get_float("beta2", o.beta2);
+  o.eps = a.get_float("eps", o.eps);
+  t.bn_running_stats = a.get_bool("bn_running_stats", t.bn_running_stats);
+  LMS_TRY_VOID(check_optimizer_options(o));
+  return t;
+}
+
+}  // namespace lms

@@ -1,0 +1,62 @@
+// The training graph: a forward graph plus its backward graph (autodiff.h) plus one optimizer update per
+// trainable parameter and, for every batch_norm, the update of its running statistics. Updates write
+// parameters and state in place, so every other reader of a parameter is ordered before its update by a
+// control edge. docs/autodiff.md describes the construction; `lms model --train` and `lms stats --train` print
+// and summarize the result, and the `train` pass of `lms opt` runs it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "lms/ir/attributes.h"
+#include "lms/ir/graph.h"
+#include "lms/support/error.h"
+
+namespace lms {
+
+enum class OptimizerKind : uint8_t { sgd, momentum, adam };
+std::string_view optimizer_name(OptimizerKind k);                   // "sgd", "momentum", "adam"
+std::optional<OptimizerKind> parse_optimizer(std::string_view name);  // inverse of optimizer_name
+
+// torch.optim semantics (docs/ops.md, "Optimizer updates"); weight decay is L2 added to the gradient.
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::momentum;  // the update op: sgd_update, momentum_update or adam_update
+  std::optional<double> lr;   // learning rate, >= 0; unset: kDefaultLr, or kDefaultAdamLr for adam
+  double momentum = 0.9;      // momentum factor, >= 0 (momentum only)
+  double weight_decay = 0;    // L2 penalty added to the gradient, >= 0 (all kinds)
+  bool nesterov = false;      // Nesterov momentum; needs momentum > 0 (momentum only)
+  double beta1 = 0.9;         // Adam's first-moment decay, in [0, 1)
+  double beta2 = 0.999;       // Adam's second-moment decay, in [0, 1)
+  double eps = 1e-8;          // Adam's denominator term, >= 0
+};
+
+// Learning rates when none is given: the usual SGD starting point, and torch.optim.Adam's default.
+inline constexpr double kDefaultLr = 0.01;
+inline constexpr double kDefaultAdamLr = 0.001;
+double effective_lr(const OptimizerOptions& o);
+
+struct TrainingOptions {
+  OptimizerOptions optimizer;     // how parameters are updated
+  bool bn_running_stats = true;   // add running mean/var state and a bn_running_update per batch_norm
+};
+
+// Checks the options' ranges; errors name the option as the command line spells it ("lr", "weight-decay").
+Result<void> check_optimizer_options(const OptimizerOptions& o);
+
+// Builds the training graph of `forward` (whose single output is the scalar loss): the forward nodes (kept,
+// categories fwd), the gradients of every floating-point `param` (bwd), then per parameter with a gradient an
+// update node (upd) with its zero-initialized state values ("<param>.momentum"; Adam's "<param>.m", "<param>.v",
+// "<param>.t"), ordered after every other reader of the parameter; and per batch_norm "<bn>.running_mean"
+// (zeros), "<bn>.running_var" (ones) and a bn_running_update (upd). Parameters the loss does not depend on get
+// no update. The outputs are [loss]. The result verifies.
+Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& opts);
+
+// The `train` pass's options (docs/autodiff.md): optimizer, lr, momentum, weight_decay, nesterov, beta1,
+// beta2, eps, bn_running_stats; and reading them (normalized) back into TrainingOptions.
+std::vector<AttrSpec> training_option_specs();
+Result<TrainingOptions> training_options_from(const Attributes& options);
+
+}  // namespace lms

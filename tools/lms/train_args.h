@@ -1,0 +1,32 @@
+// The `--train` flags shared by `lms model` and `lms stats`: which optimizer turns the forward graph into a
+// training graph (lms/autodiff/optimizer.h), and its hyperparameters. Without --train the commands work on the
+// forward graph, and giving a hyperparameter anyway is an error rather than silently ignored.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "lms/autodiff/optimizer.h"
+#include "lms/ir/graph.h"
+#include "lms/support/error.h"
+
+namespace lms::cli {
+
+struct TrainArgs {
+  std::string optimizer;              // --train sgd|momentum|adam; empty: keep the forward graph
+  std::optional<double> lr;           // --lr (default: the optimizer's, optimizer.h)
+  std::optional<double> momentum;     // --momentum (momentum only)
+  std::optional<double> weight_decay;  // --weight-decay
+};
+
+void add_train_options(CLI::App* app, TrainArgs& args);
+
+// The training options the flags ask for, or nullopt without --train. Errors name the flag.
+Result<std::optional<TrainingOptions>> resolve_train(const TrainArgs& args);
+
+// `forward` itself without --train, else its training graph.
+Result<Graph> apply_train(Graph forward, const TrainArgs& args);
+
+}  // namespace lms::cli
