@@ -1,0 +1,125 @@
+// Reference elementwise ops: relu, gelu (exact erf form), add and mul (NumPy broadcasting), scale, bias_add,
+// and the activation gradients relu_grad (dy where y > 0) and gelu_grad (dy * (Phi(x) + x*phi(x))). Each
+// element is computed in double from its operands and rounded once. Unary ops may run in place.
+#include <cmath>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "lms/backends/reference/families.h"
+
+namespace lms::reference {
+
+namespace {
+
+// Phi(x), the standard normal CDF, and phi(x), its density.
+Acc normal_cdf(Acc x) { return 0.5 * (1 + std::erf(x / std::numbers::sqrt2)); }
+Acc normal_pdf(Acc x) { return std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi); }
+
+// Fails unless every input and the output have one type (the gradient ops take dy and y or x alike).
+Result<void> same_types(const Args& a) {
+  for (size_t i = 0; i < a.num_inputs(); ++i)
+    if (a.in(i) != a.out(0))
+      return fail("{} input {} is {} but the output is {}; they must match", a.name(), i, to_string(a.in(i)),
+                  to_string(a.out(0)));
+  return {};
+}
+
+// out[i] = f(x[i]) for a unary op (T -> T via double).
+template <class F>
+Result<void> unary(const Args& a, F f) {
+  LMS_TRY_VOID(same_types(a));
+  return with_float(a, a.out(0).dtype, [&]<class T>() -> Result<void> {
+    const T* x = a.in_data<T>(0);
+    T* y = a.out_data<T>(0);
+    const int64_t n = a.out(0).num_elements();
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(f(static_cast<Acc>(x[i])));
+    return {};
+  });
+}
+
+// out[i] = f(p[i], q[i]) for two same-shaped inputs.
+template <class F>
+Result<void> pointwise2(const Args& a, F f) {
+  LMS_TRY_VOID(same_types(a));
+  return with_float(a, a.out(0).dtype, [&]<class T>() -> Result<void> {
+    const T *p = a.in_data<T>(0), *q = a.in_data<T>(1);
+    T* y = a.out_data<T>(0);
+    const int64_t n = a.out(0).num_elements();
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(f(static_cast<Acc>(p[i]), static_cast<Acc>(q[i])));
+    return {};
+  });
+}
+
+// out = f(a, b) under NumPy broadcasting.
+template <class F>
+Result<void> broadcast_binary(const Args& a, F f) {
+  const Shape& out = a.out(0).shape;
+  if (a.in(0).dtype != a.out(0).dtype || a.in(1).dtype != a.out(0).dtype)
+    return fail("{} operands {} and {} must have the output's dtype {}", a.name(), to_string(a.in(0)),
+                to_string(a.in(1)), dtype_name(a.out(0).dtype));
+  std::vector<int64_t> sa = LMS_TRY(broadcast_strides(a, a.in(0).shape, out));
+  std::vector<int64_t> sb = LMS_TRY(broadcast_strides(a, a.in(1).shape, out));
+  return with_float(a, a.out(0).dtype, [&]<class T>() -> Result<void> {
+    const T *pa = a.in_data<T>(0), *pb = a.in_data<T>(1);
+    T* y = a.out_data<T>(0);
+    for_each_broadcast(out, sa, sb, [&](int64_t i, int64_t oa, int64_t ob) {
+      y[i] = static_cast<T>(f(static_cast<Acc>(pa[oa]), static_cast<Acc>(pb[ob])));
+    });
+    return {};
+  });
+}
+
+}  // namespace
+
+// NaN propagates, as in PyTorch.
+Result<void> relu(const Args& a) {
+  return unary(a, [](Acc x) { return std::isnan(x) ? x : (x > 0 ? x : 0); });
+}
+
+Result<void> gelu(const Args& a) {
+  return unary(a, [](Acc x) { return x * normal_cdf(x); });
+}
+
+Result<void> add(const Args& a) {
+  return broadcast_binary(a, [](Acc p, Acc q) { return p + q; });
+}
+
+Result<void> mul(const Args& a) {
+  return broadcast_binary(a, [](Acc p, Acc q) { return p * q; });
+}
+
+Result<void> scale(const Args& a) {
+  const Acc factor = a.c.f("factor");
+  return unary(a, [factor](Acc x) { return x * factor; });
+}
+
+Result<void> bias_add(const Args& a) {
+  const TensorType& x = a.in(0);
+  int axis = LMS_TRY(axis_attr(a, "axis", x.rank()));
+  if (a.in(1) != TensorType{x.dtype, {x.shape[axis]}} || a.out(0) != x)
+    return fail("{} needs bias {}[{}] and output {} for x {}", a.name(), dtype_name(x.dtype), x.shape[axis],
+                to_string(x), to_string(x));
+  AxisSplit s = split_at(x.shape, axis);
+  return with_float(a, x.dtype, [&]<class T>() -> Result<void> {
+    const T *px = a.in_data<T>(0), *bias = a.in_data<T>(1);
+    T* y = a.out_data<T>(0);
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t d = 0; d < s.dim; ++d) {
+        const int64_t base = (o * s.dim + d) * s.inner;
+        const Acc b = bias[d];
+        for (int64_t i = 0; i < s.inner; ++i) y[base + i] = static_cast<T>(static_cast<Acc>(px[base + i]) + b);
+      }
+    return {};
+  });
+}
+
+Result<void> relu_grad(const Args& a) {
+  return pointwise2(a, [](Acc dy, Acc y) { return y > 0 ? dy : 0; });
+}
+
+Result<void> gelu_grad(const Args& a) {
+  return pointwise2(a, [](Acc dy, Acc x) { return dy * (normal_cdf(x) + x * normal_pdf(x)); });
+}
+
+}  // namespace lms::reference
