@@ -1,0 +1,269 @@
+// .npy encoding and parsing, and .npz archives on top of zip.h (npz.h). The .npy header is a Python dict
+// literal, e.g. "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", padded with spaces to a
+// multiple of 64 bytes and ending in '\n' (NumPy's NEP 1 format description). The parser accepts exactly the
+// literal forms NumPy writes (quoted strings, True/False, tuples of integers) in any key order, and rejects
+// everything else with an error naming it.
+#include "lms/io/npz.h"
+
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string_view>
+
+#include "lms/io/zip.h"
+
+namespace lms {
+
+namespace {
+
+constexpr std::string_view kMagic = "\x93NUMPY";
+constexpr size_t kPreludeV1 = 10;   // magic (6) + version (2) + u16 header length
+constexpr size_t kPreludeV2 = 12;   // magic (6) + version (2) + u32 header length
+constexpr size_t kHeaderAlign = 64;  // NumPy aligns the data to 64 bytes
+constexpr size_t kMaxHeaderV1 = 0xffff;
+constexpr std::string_view kNpySuffix = ".npy";
+
+struct DTypeCode {
+  DType dtype;
+  std::string_view descr;
+};
+constexpr std::array<DTypeCode, 5> kDTypeCodes = {{
+    {DType::f16, "<f2"},
+    {DType::f32, "<f4"},
+    {DType::f64, "<f8"},
+    {DType::i32, "<i4"},
+    {DType::i64, "<i8"},
+}};
+
+std::optional<std::string_view> descr_of(DType t) {
+  for (const DTypeCode& c : kDTypeCodes)
+    if (c.dtype == t) return c.descr;
+  return std::nullopt;
+}
+
+Result<std::string> npy_header(const TensorType& t) {
+  auto descr = descr_of(t.dtype);
+  if (!descr) return fail("dtype {} has no NumPy equivalent (convert to f32 before saving)", dtype_name(t.dtype));
+  std::string shape = "(";
+  for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape[i]);
+  if (t.shape.size() == 1) shape += ",";  // Python's one-element tuple
+  shape += ")";
+  std::string dict = "{'descr': '" + std::string(*descr) + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  // Version 1.0 unless the header needs more than a u16 length.
+  const size_t prelude = dict.size() + 1 + kPreludeV1 <= kMaxHeaderV1 ? kPreludeV1 : kPreludeV2;
+  const size_t total = (prelude + dict.size() + 1 + kHeaderAlign - 1) / kHeaderAlign * kHeaderAlign;
+  dict.append(total - prelude - dict.size() - 1, ' ');
+  dict += '\n';
+  std::string out(kMagic);
+  out += static_cast<char>(prelude == kPreludeV1 ? 1 : 2);
+  out += '\0';
+  const size_t len = dict.size();
+  for (size_t i = 0; i < prelude - kMagic.size() - 2; ++i) out += static_cast<char>((len >> (8 * i)) & 0xff);
+  return out + dict;
+}
+
+std::span<const std::byte> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+// --- the header dict ------------------------------------------------------------------------------------------
+
+// A cursor over the header text; each parse_* skips leading whitespace.
+struct HeaderParser {
+  std::string_view s;
+  size_t i = 0;
+
+  void ws() {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  }
+  bool eat(char c) {
+    ws();
+    if (i < s.size() && s[i] == c) {
+      ++i;
+      return true;
+    }
+    return false;
+  }
+  Result<std::string> string() {
+    ws();
+    if (i >= s.size() || (s[i] != '\'' && s[i] != '"')) return fail("expected a quoted string at offset {}", i);
+    const char q = s[i++];
+    const size_t end = s.find(q, i);
+    if (end == std::string_view::npos) return fail("unterminated string at offset {}", i - 1);
+    std::string out(s.substr(i, end - i));
+    i = end + 1;
+    return out;
+  }
+  Result<bool> boolean() {
+    ws();
+    for (auto [word, v] : {std::pair{std::string_view("True"), true}, {std::string_view("False"), false}})
+      if (s.substr(i, word.size()) == word) {
+        i += word.size();
+        return v;
+      }
+    return fail("expected True or False at offset {}", i);
+  }
+  Result<Shape> tuple() {
+    if (!eat('(')) return fail("expected a shape tuple at offset {}", i);
+    Shape shape;
+    while (!eat(')')) {
+      ws();
+      int64_t d = 0;
+      auto [p, ec] = std::from_chars(s.data() + i, s.data() + s.size(), d);
+      if (ec != std::errc() || d < 0) return fail("bad dimension in shape tuple at offset {}", i);
+      i = static_cast<size_t>(p - s.data());
+      if (i < s.size() && s[i] == 'L') ++i;  // Python 2 long literal
+      shape.push_back(d);
+      if (!eat(',')) {
+        if (!eat(')')) return fail("expected ',' or ')' in shape tuple at offset {}", i);
+        break;
+      }
+    }
+    return shape;
+  }
+};
+
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  Shape shape;
+};
+
+Result<NpyHeader> parse_header(std::string_view text) {
+  HeaderParser p{text};
+  if (!p.eat('{')) return fail("header is not a dict literal");
+  NpyHeader h;
+  bool seen_descr = false, seen_order = false, seen_shape = false;
+  while (!p.eat('}')) {
+    std::string key = LMS_TRY(p.string());
+    if (!p.eat(':')) return fail("expected ':' after '{}'", key);
+    if (key == "descr") {
+      p.ws();
+      if (p.i < text.size() && text[p.i] == '[') return fail("structured dtypes are not supported");
+      h.descr = LMS_TRY(p.string());
+      seen_descr = true;
+    } else if (key == "fortran_order") {
+      h.fortran_order = LMS_TRY(p.boolean());
+      seen_order = true;
+    } else if (key == "shape") {
+      h.shape = LMS_TRY(p.tuple());
+      seen_shape = true;
+    } else {
+      return fail("unexpected key '{}' (expected descr, fortran_order, shape)", key);
+    }
+    if (!p.eat(',')) {
+      if (!p.eat('}')) return fail("expected ',' or '}}' after '{}'", key);
+      break;
+    }
+  }
+  if (!seen_descr || !seen_order || !seen_shape) return fail("header lacks descr, fortran_order or shape");
+  return h;
+}
+
+Result<DType> dtype_of_descr(const std::string& descr) {
+  for (const DTypeCode& c : kDTypeCodes)
+    if (c.descr == descr) return c.dtype;
+  if (!descr.empty() && descr[0] == '>')
+    return fail("big-endian data ('{}') is not supported; save with arr.astype('<{}')", descr, descr.substr(1));
+  return fail("unsupported dtype '{}' (supported: <f2, <f4, <f8, <i4, <i8)", descr);
+}
+
+std::string member_key(const std::string& name) {
+  if (name.size() > kNpySuffix.size() && name.ends_with(kNpySuffix))
+    return name.substr(0, name.size() - kNpySuffix.size());
+  return name;
+}
+
+}  // namespace
+
+Result<std::vector<std::byte>> encode_npy(const HostTensor& t) {
+  std::string header = LMS_TRY(npy_header(t.type));
+  std::vector<std::byte> out(header.size() + t.data.size());
+  std::memcpy(out.data(), header.data(), header.size());
+  if (!t.data.empty()) std::memcpy(out.data() + header.size(), t.data.data(), t.data.size());
+  return out;
+}
+
+Result<HostTensor> parse_npy(std::span<const std::byte> bytes, const std::string& where) {
+  auto at = [&](size_t k) { return static_cast<uint8_t>(bytes[k]); };
+  if (bytes.size() < kPreludeV1 || std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0)
+    return fail_at(where, "not an .npy file (bad magic)");
+  const int major = at(6), minor = at(7);
+  if (major < 1 || major > 3 || minor != 0) return fail_at(where, "unsupported .npy version {}.{}", major, minor);
+  const size_t prelude = major == 1 ? kPreludeV1 : kPreludeV2;
+  if (bytes.size() < prelude) return fail_at(where, "truncated .npy header");
+  size_t header_len = 0;
+  for (size_t k = prelude; k-- > kMagic.size() + 2;) header_len = (header_len << 8) | at(k);
+  if (header_len > bytes.size() - prelude)
+    return fail_at(where, "truncated .npy header: {} bytes declared, {} present", header_len, bytes.size() - prelude);
+  std::string_view text(reinterpret_cast<const char*>(bytes.data() + prelude), header_len);
+  auto h = parse_header(text);
+  if (!h) return fail_at(where, "bad .npy header: {}", h.error().what);
+  if (h->fortran_order) return fail_at(where, "Fortran-order arrays are not supported; save np.ascontiguousarray(a)");
+  auto dtype = dtype_of_descr(h->descr);
+  if (!dtype) return fail_at(where, "{}", dtype.error().what);
+  TensorType type{*dtype, h->shape};
+  int64_t total_bytes = dtype_size(*dtype);
+  for (int64_t d : type.shape)
+    if (__builtin_mul_overflow(total_bytes, d, &total_bytes))
+      return fail_at(where, "shape {} is too large", to_string(type.shape));
+  const size_t data_len = bytes.size() - prelude - header_len;
+  const auto need = static_cast<size_t>(type.bytes());
+  if (data_len < need)
+    return fail_at(where, "truncated: expected {} bytes of {} data, got {}", need, to_string(type), data_len);
+  if (data_len > need) return fail_at(where, "{} unexpected bytes after the {} data", data_len - need, to_string(type));
+  HostTensor t(type);
+  if (need > 0) std::memcpy(t.data.data(), bytes.data() + prelude + header_len, need);
+  return t;
+}
+
+Result<HostTensor> read_npy(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return fail_at(path, "cannot open (missing file or no permission)");
+  std::vector<char> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) return fail_at(path, "read error");
+  return parse_npy(std::as_bytes(std::span(buf)), path);
+}
+
+Result<void> write_npy(const std::string& path, const HostTensor& t) {
+  auto header = npy_header(t.type);
+  if (!header) return wrap(path, header.error());
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return fail_at(path, "cannot open for writing");
+  f.write(header->data(), static_cast<std::streamsize>(header->size()));
+  f.write(reinterpret_cast<const char*>(t.data.data()), static_cast<std::streamsize>(t.data.size()));
+  f.flush();
+  if (!f) return fail_at(path, "write error (disk full?)");
+  return {};
+}
+
+Result<std::map<std::string, HostTensor>> read_npz(const std::string& path) {
+  zip::Reader reader = LMS_TRY(zip::Reader::open(path));
+  std::map<std::string, HostTensor> out;
+  for (const zip::Entry& e : reader.entries()) {
+    const std::string key = member_key(e.name);
+    if (out.contains(key)) return fail_at(path, "two members named '{}'", key);
+    std::vector<std::byte> bytes = LMS_TRY(reader.read(e));
+    out.emplace(key, LMS_TRY(parse_npy(bytes, path + ": member '" + e.name + "'")));
+  }
+  return out;
+}
+
+Result<void> write_npz(const std::string& path, const std::map<std::string, HostTensor>& tensors) {
+  std::vector<std::string> headers;
+  headers.reserve(tensors.size());  // members keep spans into these strings
+  std::vector<zip::WriteMember> members;
+  for (const auto& [key, t] : tensors) {
+    if (key.empty()) return fail_at(path, "an empty tensor name");
+    auto header = npy_header(t.type);
+    if (!header) return fail_at(path, "tensor '{}': {}", key, header.error().what);
+    headers.push_back(std::move(*header));
+    members.push_back({key + std::string(kNpySuffix), {as_bytes(headers.back()), std::span(t.data)}});
+  }
+  return zip::write_archive(path, members);
+}
+
+}  // namespace lms
