@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job. For now: the statistics of a ResNet-50 graph at batch 32 (training lands with the next issue).
+# The main job: train an MLP on Fashion-MNIST for one epoch on the reference backend (plain loops, the oracle
+# backend; about a minute on 2 cores) and print the test accuracy. Later milestones move it to the fast cpu
+# backend, a CNN, and a budget that needs LMS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 build=${LMS_BUILD_DIR:-build}
-"$build/bin/lms" stats --model resnet50 --batch 32
+"$build/bin/lms" train --model mlp --data fashion-mnist --epochs 1 --device reference

@@ -8,51 +8,21 @@
 #include <fstream>
 #include <string>
 
-#include <sys/wait.h>
+#include "tools/cli_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CmdResult {
-  int status = -1;     // exit code; -1 if killed by a signal
-  std::string out;     // stdout
-  std::string err;     // stderr
-};
+using lms::testing::CmdResult;
+using lms::testing::expect_one_error_line;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-CmdResult lms(const std::string& args) {
-  static int counter = 0;
-  fs::path dir = fs::temp_directory_path() / ("lms_cli_test_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  fs::path out = dir / ("out" + std::to_string(counter)), err = dir / ("err" + std::to_string(counter));
-  ++counter;
-  std::string cmd = std::string(LMS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  int st = std::system(cmd.c_str());
-  CmdResult r;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+CmdResult lms(const std::string& args) { return lms::testing::run_lms(args); }
 
 fs::path write_temp(const std::string& name, const std::string& content) {
   fs::path p = fs::temp_directory_path() / ("lms_cli_test_" + std::to_string(getpid()) + "_" + name);
   std::ofstream(p, std::ios::binary) << content;
   return p;
-}
-
-void expect_one_error_line(const CmdResult& r, std::string_view needle, const std::string& what) {
-  EXPECT_GT(r.status, 0) << what << " (status -1 means a signal)";
-  EXPECT_TRUE(r.out.empty()) << what << ": stdout: " << r.out;
-  ASSERT_FALSE(r.err.empty()) << what;
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << what << ": more than one line: " << r.err;
-  EXPECT_EQ(r.err.rfind("lms: error: ", 0), 0u) << what << ": " << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << what << ": " << r.err;
 }
 
 struct BadGraph {

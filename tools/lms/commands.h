@@ -8,5 +8,6 @@ namespace lms::cli {
 void add_model_command(CLI::App& root, int& exit_code);
 void add_stats_command(CLI::App& root, int& exit_code);
 void add_opt_command(CLI::App& root, int& exit_code);
+void add_train_command(CLI::App& root, int& exit_code);
 
 }  // namespace lms::cli

@@ -66,7 +66,7 @@ Result<ModelOptions> resolve(const ModelArgs& a) {
     }
   }
   auto dt = parse_dtype(a.dtype);
-  if (!dt) return fail("--dtype must be one of f32, f16, bf16, got '{}'", a.dtype);
+  if (!dt) return fail("--dtype must be one of f32, f16, bf16, f64 (f64: reference backend), got '{}'", a.dtype);
   o.dtype = *dt;
   return o;
 }

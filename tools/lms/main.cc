@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add_model_command(app, exit_code);
   add_stats_command(app, exit_code);
   add_opt_command(app, exit_code);
+  add_train_command(app, exit_code);
   std::string known;
   bool found = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

@@ -1,0 +1,60 @@
+// The reference backend: the Backend interface in the plainest way. Both arenas are ordinary host memory,
+// every call runs synchronously, in order, on the calling thread (so streams and events only need checking,
+// not implementing), and each node is one call of run_reference_kernel (backends/reference/kernels.h) on
+// pointers into the arenas. Slow and obviously correct: the oracle the other backends are tested against.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "lms/runtime/backend.h"
+#include "lms/runtime/kernel.h"
+
+namespace lms {
+
+class ReferenceBackend final : public Backend {
+ public:
+  explicit ReferenceBackend(BackendOptions opts = {}) : opts_(opts) {}
+
+  std::string_view name() const override { return "reference"; }
+  Result<void> allocate_arenas(int64_t device_bytes, int64_t host_bytes) override;
+  int64_t device_arena_bytes() const override { return device_bytes_; }
+  int64_t host_arena_bytes() const override { return host_bytes_; }
+  std::byte* host_base() override { return host_.get(); }
+  Result<void> prepare(const Program& program) override;
+  Result<void> run(const Program& program, NodeId n) override;
+  Result<void> record(EventId e, StreamId stream) override;
+  Result<void> wait(StreamId stream, EventId e) override;
+  Result<void> copy_to_device(int64_t offset, const void* src, int64_t bytes) override;
+  Result<void> copy_from_device(int64_t offset, void* dst, int64_t bytes) override;
+  Result<void> poison_device(int64_t offset, int64_t bytes, std::byte pattern) override;
+  Result<int64_t> last_changed_byte(int64_t offset, int64_t bytes, std::byte pattern) override;
+  Result<void> synchronize() override { return {}; }
+
+  // The device arena as host memory (tests look inside it).
+  std::byte* device_base() { return device_.get(); }
+
+ private:
+  struct FreeDeleter {
+    void operator()(std::byte* p) const;
+  };
+  using Arena = std::unique_ptr<std::byte, FreeDeleter>;
+  // Kernel arguments of one node, fixed at prepare time: [first, first + count) in refs_.
+  struct NodeRefs {
+    uint32_t inputs_first = 0, inputs_count = 0;
+    uint32_t outputs_first = 0, outputs_count = 0;
+  };
+
+  Result<void> check_range(std::string_view what, int64_t offset, int64_t bytes) const;
+
+  BackendOptions opts_;
+  Arena device_, host_;
+  int64_t device_bytes_ = -1, host_bytes_ = -1;  // -1: not allocated
+  const Program* prepared_ = nullptr;
+  std::vector<TensorRef> refs_;
+  std::vector<NodeRefs> node_refs_;
+  std::vector<bool> recorded_;  // by event: recorded at least once (waiting on one never recorded is a bug)
+};
+
+}  // namespace lms

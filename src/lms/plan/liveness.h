@@ -1,0 +1,45 @@
+// Liveness over a schedule: for every buffer (a storage root: in-place outputs share their input's buffer),
+// the span of schedule positions during which it must hold its contents. A scheduled graph's position of a
+// node is its id. Rules (docs/planner.md):
+//   - a buffer is live from its producer to its last toucher (any node reading or in-place writing it);
+//   - inputs are fed before the step, so they are live from position 0;
+//   - persistent buffers (parameters, state) are live for the whole program;
+//   - graph outputs are read after the step, so they stay live to the last position;
+//   - a buffer nobody reads is still live while its producer runs.
+// Intervals are inclusive: an op's inputs and outputs are all live at its position, so an output never shares
+// space with an input unless the op declares the alias.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lms/ir/graph.h"
+#include "lms/support/error.h"
+
+namespace lms {
+
+struct BufferLife {
+  ValueId root;                          // the storage root (its producer allocates the buffer)
+  Placement placement = Placement::device;
+  int64_t bytes = 0;                     // the root's tensor bytes
+  bool persistent = false;               // parameter or state: live for the whole program
+  bool input = false;                    // fed before the step
+  int first = 0;                         // first live position (inclusive)
+  int last = 0;                          // last live position (inclusive)
+};
+
+struct Liveness {
+  std::vector<BufferLife> buffers;       // one per storage root, in root value-id order
+  std::vector<int32_t> buffer_of_value;  // index into `buffers`, by ValueId (every value has one)
+  int num_positions = 0;                 // the graph's node count
+
+  const BufferLife& of(ValueId v) const { return buffers[buffer_of_value[v.v]]; }
+};
+
+// Precondition checked: node-id order is a valid schedule (check_schedule_order); the error names the node.
+Result<Liveness> compute_liveness(const Graph& scheduled);
+
+// Bytes of `placement` buffers live at each position.
+std::vector<int64_t> live_bytes(const Liveness& lv, Placement placement);
+
+}  // namespace lms

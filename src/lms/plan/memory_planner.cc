@@ -1,0 +1,159 @@
+// Static offsets: persistent buffers at the bottom, then greedy by size into the lowest gap (see
+// memory_planner.h and docs/planner.md).
+#include "lms/plan/memory_planner.h"
+
+#include <algorithm>
+
+#include "lms/ir/verifier.h"
+
+namespace lms {
+
+namespace {
+
+// An already-placed buffer, as the gap search sees it.
+struct Occupied {
+  int first = 0, last = 0;  // interval (inclusive)
+  int64_t offset = 0;       // start
+  int64_t end = 0;          // offset + aligned size: the next buffer above may start here
+};
+
+bool overlaps(const BufferLife& a, const Occupied& b) { return !(a.last < b.first || b.last < a.first); }
+
+// Places the buffers `ids` (indices into `bufs`) of one arena at or above `base`: largest aligned size first
+// (ties: earlier first position, then smaller root id), each at the lowest aligned offset that overlaps no
+// placed buffer whose interval overlaps its own. Returns the arena end (the highest unpadded buffer end).
+int64_t place_greedy(std::vector<PlannedBuffer>& bufs, std::vector<size_t> ids, int64_t base) {
+  std::sort(ids.begin(), ids.end(), [&](size_t a, size_t b) {
+    const BufferLife &x = bufs[a].life, &y = bufs[b].life;
+    int64_t sx = align_up(x.bytes), sy = align_up(y.bytes);
+    if (sx != sy) return sx > sy;
+    if (x.first != y.first) return x.first < y.first;
+    return x.root < y.root;
+  });
+  std::vector<Occupied> placed;
+  std::vector<const Occupied*> clashing;
+  int64_t arena_end = base;
+  for (size_t i : ids) {
+    PlannedBuffer& b = bufs[i];
+    const int64_t size = align_up(b.life.bytes);
+    b.offset = base;
+    if (size == 0) continue;  // empty tensors occupy nothing
+    clashing.clear();
+    for (const Occupied& o : placed)
+      if (overlaps(b.life, o)) clashing.push_back(&o);
+    std::sort(clashing.begin(), clashing.end(), [](const Occupied* x, const Occupied* y) {
+      return x->offset != y->offset ? x->offset < y->offset : x->end < y->end;
+    });
+    int64_t candidate = base;
+    for (const Occupied* o : clashing) {
+      if (o->offset >= candidate + size) break;  // the gap below `o` is large enough
+      candidate = std::max(candidate, o->end);
+    }
+    b.offset = candidate;
+    placed.push_back(Occupied{b.life.first, b.life.last, candidate, candidate + size});
+    arena_end = std::max(arena_end, candidate + b.life.bytes);
+  }
+  return arena_end;
+}
+
+// Sizes in an error: "1.2 GiB", with the exact byte counts when the rounded forms would read the same.
+std::pair<std::string, std::string> two_sizes(int64_t a, int64_t b) {
+  std::string sa = format_size(a), sb = format_size(b);
+  if (sa == sb) return {fmt::format("{} ({} bytes)", sa, a), fmt::format("{} ({} bytes)", sb, b)};
+  return {sa, sb};
+}
+
+}  // namespace
+
+Result<MemoryPlan> plan_memory_unchecked(const Graph& g) {
+  Liveness lv = LMS_TRY(compute_liveness(g));
+  MemoryPlan plan;
+  plan.num_positions = lv.num_positions;
+  plan.buffer_of_value = lv.buffer_of_value;
+  plan.buffers.reserve(lv.buffers.size());
+  for (const BufferLife& b : lv.buffers) plan.buffers.push_back(PlannedBuffer{b, 0});
+
+  for (Placement where : {Placement::device, Placement::host}) {
+    // Persistent buffers are live everywhere, so each needs space of its own whatever the algorithm; packing
+    // them at the bottom leaves one contiguous region above for everything else (and lets validation poison
+    // that region without touching parameters).
+    int64_t end = 0, raw_end = 0;
+    std::vector<size_t> transient;
+    for (size_t i = 0; i < plan.buffers.size(); ++i) {
+      PlannedBuffer& b = plan.buffers[i];
+      if (b.life.placement != where) continue;
+      if (!b.life.persistent) {
+        transient.push_back(i);
+        continue;
+      }
+      b.offset = end;
+      raw_end = std::max(raw_end, end + b.life.bytes);
+      end += align_up(b.life.bytes);
+      if (where == Placement::device) plan.persistent_bytes += b.life.bytes;
+    }
+    int64_t arena = std::max(raw_end, place_greedy(plan.buffers, std::move(transient), end));
+    if (where == Placement::device) {
+      plan.persistent_end = end;
+      plan.device_arena_bytes = arena;
+    } else {
+      plan.host_arena_bytes = arena;
+    }
+  }
+
+  // The liveness lower bound and where it is reached.
+  std::vector<int64_t> live = live_bytes(lv, Placement::device);
+  for (int t = 0; t < static_cast<int>(live.size()); ++t) {
+    if (live[t] > plan.lower_bound_bytes || plan.peak_position < 0) {
+      plan.lower_bound_bytes = live[t];
+      plan.peak_position = t;
+    }
+  }
+  if (plan.peak_position >= 0) plan.peak_transient_bytes = plan.lower_bound_bytes - plan.persistent_bytes;
+
+  // The hard minimum: persistent bytes plus the largest set of other buffers one op needs at once.
+  int64_t largest_working_set = 0;
+  std::vector<int32_t> seen;
+  for (NodeId n : g.node_ids()) {
+    seen.clear();
+    int64_t working = 0;
+    auto add = [&](ValueId v) {
+      int32_t idx = plan.buffer_of_value[v.v];
+      const BufferLife& b = plan.buffers[idx].life;
+      if (b.placement != Placement::device || b.persistent) return;
+      if (std::find(seen.begin(), seen.end(), idx) != seen.end()) return;
+      seen.push_back(idx);
+      working += b.bytes;
+    };
+    for (ValueId v : g.node(n).inputs) add(v);
+    for (ValueId v : g.node(n).outputs) add(v);
+    largest_working_set = std::max(largest_working_set, working);
+  }
+  plan.min_budget_bytes = plan.persistent_bytes + largest_working_set;
+  return plan;
+}
+
+Error does_not_fit(const Graph& g, const MemoryPlan& plan, int64_t budget_bytes) {
+  auto [peak, budget] = two_sizes(plan.device_arena_bytes, budget_bytes);
+  std::string what = fmt::format("does not fit: planned peak {} > budget {}", peak, budget);
+  if (plan.peak_position >= 0) {
+    NodeId at{static_cast<uint32_t>(plan.peak_position)};
+    what += fmt::format("; at the peak {} ({}) runs with {} of activations and gradients live and {} of "
+                        "parameters and state",
+                        node_label(g, at), g.def(at).name, format_size(plan.peak_transient_bytes),
+                        format_size(plan.persistent_bytes));
+  }
+  what += fmt::format(" (liveness lower bound {}; minimum budget {}: parameters and state plus the largest op)",
+                      format_size(plan.lower_bound_bytes), format_size(plan.min_budget_bytes));
+  return Error{std::move(what), {}};
+}
+
+Result<MemoryPlan> plan_memory(const Graph& g, const PlanOptions& opts) {
+  if (opts.budget_bytes < 0) return fail("budget {} is negative", opts.budget_bytes);
+  MemoryPlan plan = LMS_TRY(plan_memory_unchecked(g));
+  plan.budget_bytes = opts.budget_bytes;
+  if (plan.device_arena_bytes > opts.budget_bytes)
+    return std::unexpected(does_not_fit(g, plan, opts.budget_bytes));
+  return plan;
+}
+
+}  // namespace lms

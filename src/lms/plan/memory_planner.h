@@ -1,0 +1,64 @@
+// The memory planner: a static offset for every buffer of a scheduled graph, in one device arena and one host
+// arena, so that the planned peak *is* the peak and no allocator runs during a step. Buffers are storage
+// roots with liveness intervals (plan/liveness.h); two buffers may share addresses only if their intervals
+// are disjoint. This first algorithm (docs/planner.md) puts persistent buffers (parameters and state, live
+// for the whole program) contiguously at the bottom of the device arena, then places the other buffers
+// greedily, largest first, at the lowest aligned offset that clashes with no already-placed buffer whose
+// interval overlaps. The device arena's size is the planned peak; a budget below it is an error before
+// anything runs, naming the peak, the budget and the op at the liveness peak.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lms/ir/graph.h"
+#include "lms/plan/liveness.h"
+#include "lms/support/error.h"
+#include "lms/support/size.h"
+
+namespace lms {
+
+// Every buffer starts at a multiple of this (cache lines; vector loads; what cudaMalloc and oneDNN expect).
+inline constexpr int64_t kArenaAlignment = 64;
+
+struct PlanOptions {
+  int64_t budget_bytes = kUnlimitedBytes;  // device bytes available; a planned peak above it is an error
+};
+
+struct PlannedBuffer {
+  BufferLife life;     // root, placement, bytes, persistence and interval
+  int64_t offset = 0;  // in its placement's arena; a multiple of kArenaAlignment
+};
+
+struct MemoryPlan {
+  std::vector<PlannedBuffer> buffers;      // one per storage root, in root value-id order
+  std::vector<int32_t> buffer_of_value;    // index into `buffers`, by ValueId
+  int num_positions = 0;                   // schedule length
+
+  int64_t device_arena_bytes = 0;          // the planned peak: the end of the highest device buffer
+  int64_t host_arena_bytes = 0;            // the end of the highest host buffer
+  int64_t persistent_bytes = 0;            // bytes of persistent device buffers (unpadded sum)
+  int64_t persistent_end = 0;              // [0, persistent_end) holds them; transients lie above
+  int64_t lower_bound_bytes = 0;           // liveness lower bound: most device bytes live at one position
+  int64_t min_budget_bytes = 0;            // persistent bytes + the largest single-op working set
+  int peak_position = -1;                  // first position where live device bytes reach the lower bound
+  int64_t peak_transient_bytes = 0;        // non-persistent device bytes live there
+  int64_t budget_bytes = kUnlimitedBytes;  // the budget it was planned for
+
+  const PlannedBuffer& of(ValueId v) const { return buffers[buffer_of_value[v.v]]; }
+};
+
+// Plans `scheduled` (node-id order is the execution order; checked). Errors: not in schedule order, or the
+// planned peak above the budget ("does not fit: planned peak ... > budget ...; at the peak %x (op) runs ...").
+Result<MemoryPlan> plan_memory(const Graph& scheduled, const PlanOptions& opts = {});
+
+// The same placement without the budget check (for reports that show a plan that does not fit).
+Result<MemoryPlan> plan_memory_unchecked(const Graph& scheduled);
+
+// The error plan_memory returns when `plan` does not fit `budget_bytes` (exposed for reports and tests).
+Error does_not_fit(const Graph& scheduled, const MemoryPlan& plan, int64_t budget_bytes);
+
+// Rounds up to the next multiple of kArenaAlignment.
+inline int64_t align_up(int64_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+}  // namespace lms

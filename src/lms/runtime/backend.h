@@ -1,0 +1,81 @@
+// The Backend interface: what the executor needs from a device, and nothing more (ggml's backend interface
+// is the model of smallness). A backend owns two arenas allocated once at exactly the planned sizes (device
+// memory, refusing more than its budget; host memory, pinned where that matters), runs one node of a Program
+// on that node's stream, copies bytes in and out of the device arena, and orders its streams with events.
+// Streams: compute, device-to-host and host-to-device; a backend may run them concurrently (cpu: threads,
+// cuda: streams), and everything it is asked to do is enqueued on a stream and complete after
+// `synchronize()`. The reference backend does everything synchronously, in order, on the calling thread.
+// The executor drives a backend; the backend never decides where memory goes (the Program says).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "lms/ir/graph.h"
+#include "lms/support/error.h"
+#include "lms/support/size.h"
+
+namespace lms {
+
+class Program;
+
+// Streams, numbered; each node of a Program runs on one of them.
+enum class StreamId : uint8_t { compute = 0, d2h = 1, h2d = 2 };
+inline constexpr int kNumStreams = 3;
+std::string_view stream_name(StreamId s);
+
+// An event: recorded on one stream after some work, waited on by another before later work. A Program
+// numbers its events 0..num_events-1.
+struct EventId {
+  uint32_t v = UINT32_MAX;
+  friend auto operator<=>(EventId, EventId) = default;
+};
+
+struct BackendOptions {
+  int64_t device_budget_bytes = kUnlimitedBytes;  // allocate_arenas refuses a device arena larger than this
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;
+
+  // Allocates the device and host arenas, once, at exactly these sizes. Error if the device arena exceeds
+  // the budget, if memory is not available, or if the arenas already exist.
+  virtual Result<void> allocate_arenas(int64_t device_bytes, int64_t host_bytes) = 0;
+  virtual int64_t device_arena_bytes() const = 0;
+  virtual int64_t host_arena_bytes() const = 0;
+  // The host arena as host memory (every backend keeps it addressable by the host).
+  virtual std::byte* host_base() = 0;
+
+  // One-time setup for a program (per-node kernel descriptors, events). The program must outlive the
+  // backend's use of it; `run` accepts only the prepared program.
+  virtual Result<void> prepare(const Program& program) = 0;
+
+  // Enqueues node `n` of the prepared program on its stream. Its inputs are in the arenas at the program's
+  // offsets; its outputs go there too. Source ops: inputs and persistent values are written by the executor
+  // (copy_to_device); constants are filled by the backend.
+  virtual Result<void> run(const Program& program, NodeId n) = 0;
+
+  // Events: `record` marks the point after everything enqueued so far on `stream`; `wait` makes later work
+  // on `stream` start only after that point is reached.
+  virtual Result<void> record(EventId e, StreamId stream) = 0;
+  virtual Result<void> wait(StreamId stream, EventId e) = 0;
+
+  // Copies between host memory and the device arena at `offset` (bounds-checked), synchronously with
+  // respect to the host: after the call the bytes have arrived.
+  virtual Result<void> copy_to_device(int64_t offset, const void* src, int64_t bytes) = 0;
+  virtual Result<void> copy_from_device(int64_t offset, void* dst, int64_t bytes) = 0;
+
+  // Validation support (docs/runtime.md, "measured peak"): fills [offset, offset + bytes) of the device arena
+  // with `pattern`, and finds the highest byte in a range that no longer holds it (-1 when all still do).
+  virtual Result<void> poison_device(int64_t offset, int64_t bytes, std::byte pattern) = 0;
+  virtual Result<int64_t> last_changed_byte(int64_t offset, int64_t bytes, std::byte pattern) = 0;
+
+  // Waits until everything enqueued on every stream has finished; reports the first failure of any of it.
+  virtual Result<void> synchronize() = 0;
+};
+
+}  // namespace lms

@@ -1,0 +1,26 @@
+// The backend list (see backend_registry.h).
+#include "lms/runtime/backend_registry.h"
+
+#include <array>
+#include <string>
+
+#include "lms/backends/reference/reference_backend.h"
+
+namespace lms {
+
+namespace {
+constexpr std::array<std::string_view, 3> kBackendNames = {"reference", "cpu", "cuda"};
+}  // namespace
+
+std::span<const std::string_view> backend_names() { return kBackendNames; }
+
+Result<std::unique_ptr<Backend>> make_backend(std::string_view device, const BackendOptions& opts) {
+  if (device == "reference") return std::unique_ptr<Backend>(std::make_unique<ReferenceBackend>(opts));
+  for (std::string_view known : kBackendNames)
+    if (device == known) return fail("device '{}' is not available yet in this build", device);
+  std::string list;
+  for (std::string_view known : kBackendNames) list += (list.empty() ? "" : ", ") + std::string(known);
+  return fail("unknown device '{}' (devices: {})", device, list);
+}
+
+}  // namespace lms

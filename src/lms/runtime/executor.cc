@@ -1,0 +1,188 @@
+// Running steps of a Program (see executor.h).
+#include "lms/runtime/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "lms/ir/verifier.h"
+#include "lms/runtime/init.h"
+
+namespace lms {
+
+Result<Executor> Executor::create(const Program& program, Backend& backend, ExecutorOptions opts) {
+  LMS_TRY_VOID(backend.allocate_arenas(program.device_arena_bytes(), program.host_arena_bytes()));
+  LMS_TRY_VOID(backend.prepare(program));
+  Executor ex(program, backend, opts);
+  const Graph& g = program.graph();
+  const MemoryPlan& plan = program.memory();
+  ex.uses_.assign(plan.buffers.size(), 0);
+  ex.pinned_.assign(plan.buffers.size(), false);
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    const BufferLife& life = plan.buffers[b].life;
+    ex.pinned_[b] = life.persistent;
+    if (life.persistent && life.placement == Placement::device)
+      ex.persistent_top_ = std::max(ex.persistent_top_, plan.buffers[b].offset + life.bytes);
+  }
+  for (ValueId v : g.outputs()) ex.pinned_[plan.buffer_of_value[v.v]] = true;
+  std::vector<int32_t> touched;
+  for (NodeId n : g.node_ids()) {
+    touched.clear();
+    for (ValueId v : g.node(n).inputs) touched.push_back(plan.buffer_of_value[v.v]);
+    // An output aliasing an input is a use of the input's buffer (already listed); a fresh output is not.
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (int32_t b : touched) ex.uses_[b]++;
+  }
+  return ex;
+}
+
+Result<void> Executor::write(ValueId v, const HostTensor& t) {
+  const Graph& g = program_->graph();
+  const Value& val = g.value(v);
+  if (t.type != val.type)
+    return fail_at("%" + val.name, "has type {} but the tensor given is {}", to_string(val.type), to_string(t.type));
+  if (static_cast<int64_t>(t.data.size()) != val.type.bytes())
+    return fail_at("%" + val.name, "tensor holds {} bytes, its type needs {}", t.data.size(), val.type.bytes());
+  Location loc = program_->location(v);
+  if (loc.placement == Placement::host) {
+    std::memcpy(backend_->host_base() + loc.offset, t.data.data(), t.data.size());
+    return {};
+  }
+  return backend_->copy_to_device(loc.offset, t.data.data(), loc.bytes);
+}
+
+Result<HostTensor> Executor::read(ValueId v) const {
+  const Graph& g = program_->graph();
+  if (v.v >= g.num_values()) return fail("read: no value #{}", v.v);
+  const Value& val = g.value(v);
+  bool output = std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+  if (!g.is_persistent(v) && !output)
+    return fail_at("%" + val.name, "is neither persistent nor a graph output; its space is reused during a step");
+  HostTensor t(val.type);
+  Location loc = program_->location(v);
+  if (loc.placement == Placement::host) {
+    std::memcpy(t.data.data(), backend_->host_base() + loc.offset, t.data.size());
+    return t;
+  }
+  LMS_TRY_VOID(backend_->copy_from_device(loc.offset, t.data.data(), loc.bytes));
+  return t;
+}
+
+Result<void> Executor::initialize(uint64_t seed) {
+  const Graph& g = program_->graph();
+  for (ValueId v : program_->persistent_values()) {
+    HostTensor t = LMS_TRY(initial_value(g, v, seed));
+    LMS_TRY_VOID(write(v, t));
+  }
+  initialized_ = true;
+  return {};
+}
+
+Result<void> Executor::load(const std::map<std::string, HostTensor>& values, bool allow_unused) {
+  const Graph& g = program_->graph();
+  for (ValueId v : program_->persistent_values()) {
+    const std::string& name = g.value(v).name;
+    auto it = values.find(name);
+    if (it == values.end()) return fail("checkpoint has no value for %{} ({})", name, to_string(g.value(v).type));
+    if (auto w = write(v, it->second); !w) return wrap("checkpoint", w.error());
+  }
+  if (!allow_unused) {
+    for (const auto& [name, t] : values) {
+      auto v = g.find_value(name);
+      if (!v || !g.is_persistent(*v) || g.storage_root(*v) != *v)
+        return fail("checkpoint value '{}' is not a parameter or state of graph '{}'", name, g.name());
+    }
+  }
+  initialized_ = true;
+  return {};
+}
+
+Result<std::map<std::string, HostTensor>> Executor::persistent_values() const {
+  std::map<std::string, HostTensor> out;
+  for (ValueId v : program_->persistent_values()) out.emplace(program_->graph().value(v).name, LMS_TRY(read(v)));
+  return out;
+}
+
+Result<void> Executor::feed(std::span<const Feed> feeds) {
+  const Graph& g = program_->graph();
+  const std::vector<ValueId>& inputs = program_->inputs();
+  std::vector<bool> fed(g.num_values(), false);
+  for (const Feed& f : feeds) {
+    if (!f.value.valid() || f.value.v >= g.num_values() || g.node(g.value(f.value).producer).op != Op::input)
+      return fail("feed: value #{} is not an input of graph '{}'", f.value.v, g.name());
+    const std::string where = "feed %" + g.value(f.value).name;
+    if (f.tensor == nullptr) return fail_at(where, "no tensor given");
+    if (fed[f.value.v]) return fail_at(where, "fed twice");
+    fed[f.value.v] = true;
+    if (auto w = write(f.value, *f.tensor); !w) return wrap("feed", w.error());
+  }
+  for (ValueId v : inputs)
+    if (!fed[v.v]) return fail("feed: input %{} ({}) was not fed", g.value(v).name, to_string(g.value(v).type));
+  return {};
+}
+
+Result<void> Executor::issue_all(int64_t& max_live) {
+  const Graph& g = program_->graph();
+  const MemoryPlan& plan = program_->memory();
+  // Live device bytes as the step proceeds: persistent buffers and the fed inputs from the start, others from
+  // their first write until their last use completes.
+  std::vector<int> remaining = uses_;
+  std::vector<bool> live(plan.buffers.size(), false);
+  int64_t live_bytes = 0;
+  auto make_live = [&](int32_t b) {
+    if (live[b]) return;
+    live[b] = true;
+    if (plan.buffers[b].life.placement == Placement::device) live_bytes += plan.buffers[b].life.bytes;
+  };
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    if (plan.buffers[b].life.persistent || plan.buffers[b].life.input) make_live(static_cast<int32_t>(b));
+  max_live = live_bytes;
+
+  std::vector<int32_t> touched;
+  for (NodeId n : g.node_ids()) {
+    const StreamId s = program_->stream(n);
+    for (EventId e : program_->waits(n)) LMS_TRY_VOID(backend_->wait(s, e));
+    for (ValueId v : g.node(n).outputs) make_live(plan.buffer_of_value[v.v]);
+    max_live = std::max(max_live, live_bytes);
+    if (auto r = backend_->run(*program_, n); !r) return wrap(node_label(g, n), r.error());
+    if (auto e = program_->recorded(n)) LMS_TRY_VOID(backend_->record(*e, s));
+
+    touched.clear();
+    for (ValueId v : g.node(n).inputs) touched.push_back(plan.buffer_of_value[v.v]);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (int32_t b : touched) remaining[b]--;
+    for (ValueId v : g.node(n).outputs) touched.push_back(plan.buffer_of_value[v.v]);
+    for (int32_t b : touched) {
+      if (live[b] && remaining[b] == 0 && !pinned_[b]) {
+        live[b] = false;
+        if (plan.buffers[b].life.placement == Placement::device) live_bytes -= plan.buffers[b].life.bytes;
+      }
+    }
+  }
+  return {};
+}
+
+Result<StepResult> Executor::step(std::span<const Feed> feeds) {
+  if (!initialized_) return fail("step: parameters and state were never written (initialize or load first)");
+  const int64_t arena = program_->device_arena_bytes();
+  const int64_t region = program_->memory().persistent_end;
+  if (opts_.measure_touched && arena > region) LMS_TRY_VOID(backend_->poison_device(region, arena - region, kPoisonByte));
+
+  StepResult r;
+  auto start = std::chrono::steady_clock::now();
+  LMS_TRY_VOID(feed(feeds));
+  LMS_TRY_VOID(issue_all(r.max_live_bytes));
+  LMS_TRY_VOID(backend_->synchronize());
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  if (opts_.measure_touched) {
+    int64_t last = arena > region ? LMS_TRY(backend_->last_changed_byte(region, arena - region, kPoisonByte)) : -1;
+    r.touched_bytes = std::max(persistent_top_, last + 1);
+  }
+  for (ValueId v : program_->graph().outputs()) r.outputs.push_back(LMS_TRY(read(v)));
+  return r;
+}
+
+}  // namespace lms

@@ -1,0 +1,122 @@
+// Building a Program: streams per node, per-stream orders, and the events between streams (see program.h).
+#include "lms/runtime/program.h"
+
+#include <algorithm>
+
+#include "lms/plan/schedule.h"
+
+namespace lms {
+
+std::string_view stream_name(StreamId s) {
+  switch (s) {
+    case StreamId::compute: return "compute";
+    case StreamId::d2h: return "d2h";
+    case StreamId::h2d: return "h2d";
+  }
+  return "?";
+}
+
+Location Program::location(ValueId v) const {
+  const PlannedBuffer& b = memory_.of(v);
+  return Location{b.life.placement, b.offset, graph_.value(v).type.bytes()};
+}
+
+StreamId stream_for(const Graph& g, NodeId n) {
+  const OpDef& d = g.def(n);
+  if (!d.traits.is_copy) return StreamId::compute;
+  return d.output_placement == Placement::host ? StreamId::d2h : StreamId::h2d;
+}
+
+namespace {
+
+// For every node, the nodes on other streams it must wait for (sorted, unique): its dependencies, and for a
+// buffer's first writer the last toucher, on each other stream, of every earlier occupant of its space.
+std::vector<std::vector<NodeId>> cross_stream_waits(const Graph& g, const MemoryPlan& plan,
+                                                    const std::vector<StreamId>& stream) {
+  const size_t num_nodes = g.num_nodes();
+  std::vector<std::vector<NodeId>> waits(num_nodes);
+  for (NodeId n : g.node_ids()) {
+    auto dep = [&](NodeId d) {
+      if (stream[d.v] != stream[n.v]) waits[n.v].push_back(d);
+    };
+    for (ValueId v : g.node(n).inputs) dep(g.value(v).producer);
+    for (NodeId c : g.node(n).control_inputs) dep(c);
+  }
+
+  // The last node touching each buffer on each stream.
+  std::vector<std::array<std::optional<NodeId>, kNumStreams>> last_touch(plan.buffers.size());
+  for (NodeId n : g.node_ids()) {
+    auto touch = [&](ValueId v) { last_touch[plan.buffer_of_value[v.v]][static_cast<int>(stream[n.v])] = n; };
+    for (ValueId v : g.node(n).inputs) touch(v);
+    for (ValueId v : g.node(n).outputs) touch(v);
+  }
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    const PlannedBuffer& later = plan.buffers[b];
+    if (later.life.bytes == 0 || later.life.input || later.life.persistent) continue;
+    NodeId writer = g.value(later.life.root).producer;
+    for (size_t a = 0; a < plan.buffers.size(); ++a) {
+      const PlannedBuffer& earlier = plan.buffers[a];
+      if (a == b || earlier.life.bytes == 0 || earlier.life.placement != later.life.placement) continue;
+      if (earlier.life.last >= later.life.first) continue;  // not an earlier occupant
+      bool share = earlier.offset < later.offset + later.life.bytes && later.offset < earlier.offset + earlier.life.bytes;
+      if (!share) continue;
+      for (int s = 0; s < kNumStreams; ++s)
+        if (s != static_cast<int>(stream[writer.v]) && last_touch[a][s]) waits[writer.v].push_back(*last_touch[a][s]);
+    }
+  }
+  for (auto& w : waits) {
+    std::sort(w.begin(), w.end());
+    w.erase(std::unique(w.begin(), w.end()), w.end());
+  }
+  return waits;
+}
+
+}  // namespace
+
+Result<Program> build_program(Graph g, MemoryPlan plan) {
+  if (plan.buffer_of_value.size() != g.num_values() || plan.num_positions != static_cast<int>(g.num_nodes()))
+    return fail("build_program: the memory plan ({} values, {} positions) was not made for this graph ({} values, "
+                "{} nodes)",
+                plan.buffer_of_value.size(), plan.num_positions, g.num_values(), g.num_nodes());
+  LMS_TRY_VOID(check_schedule_order(g));
+  g.set_scheduled(true);
+
+  Program p;
+  const size_t num_nodes = g.num_nodes();
+  p.stream_.resize(num_nodes);
+  p.waits_.resize(num_nodes);
+  p.recorded_.resize(num_nodes);
+  bool several_streams = false;
+  for (NodeId n : g.node_ids()) {
+    StreamId s = stream_for(g, n);
+    p.stream_[n.v] = s;
+    p.stream_order_[static_cast<int>(s)].push_back(n);
+    several_streams = several_streams || s != StreamId::compute;
+    const Node& node = g.node(n);
+    if (node.op == Op::input) p.inputs_.push_back(node.outputs.front());
+    if (g.def(n).traits.persistent && g.def(n).traits.source) p.persistent_.push_back(node.outputs.front());
+  }
+
+  if (several_streams) {
+    std::vector<std::vector<NodeId>> waits = cross_stream_waits(g, plan, p.stream_);
+    // One event per recording node, numbered in node order.
+    std::vector<bool> records(num_nodes, false);
+    for (const auto& w : waits)
+      for (NodeId d : w) records[d.v] = true;
+    for (NodeId n : g.node_ids())
+      if (records[n.v]) p.recorded_[n.v] = EventId{p.num_events_++};
+    for (NodeId n : g.node_ids())
+      for (NodeId d : waits[n.v]) p.waits_[n.v].push_back(*p.recorded_[d.v]);
+  }
+  p.graph_ = std::move(g);
+  p.memory_ = std::move(plan);
+  return p;
+}
+
+Result<Program> compile(const Graph& graph, const PlanOptions& opts) {
+  Graph scheduled = LMS_TRY(schedule(graph));
+  MemoryPlan plan = LMS_TRY(plan_memory(scheduled, opts));
+  return build_program(std::move(scheduled), std::move(plan));
+}
+
+}  // namespace lms

@@ -1,0 +1,146 @@
+// The training loop behind `lms train` (see trainer.h).
+#include "lms/runtime/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "lms/runtime/backend_registry.h"
+#include "lms/runtime/evaluate.h"
+#include "lms/runtime/executor.h"
+#include "lms/runtime/program.h"
+
+namespace lms {
+
+namespace {
+
+// The graph inputs a data source feeds, by the names model builders give them.
+constexpr const char* kInputName = "x";
+constexpr const char* kLabelsName = "labels";
+
+Result<ValueId> named_input(const Graph& g, const char* name) {
+  auto v = g.find_value(name);
+  if (!v || g.node(g.value(*v).producer).op != Op::input)
+    return fail("training feeds inputs %{} and %{}, but graph '{}' has no input %{}", kInputName, kLabelsName,
+                g.name(), name);
+  return *v;
+}
+
+// Accuracy of the trained values on the test split: a separate Program of the evaluation graph (the forward
+// graph up to the logits), under the same budget, after the training program's memory is released.
+Result<std::pair<double, int64_t>> evaluate(const Graph& forward, const TrainOptions& opts, DataSource& data,
+                                            const std::map<std::string, HostTensor>& values) {
+  Graph eval = LMS_TRY(evaluation_graph(forward));
+  Program program = LMS_TRY(compile(eval, PlanOptions{opts.budget_bytes}));
+  ValueId x = LMS_TRY(named_input(program.graph(), kInputName));
+  for (ValueId v : program.inputs())
+    if (v != x) return fail("evaluation: the logits depend on input %{}, which the data does not provide",
+                            program.graph().value(v).name);
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, BackendOptions{opts.budget_bytes}));
+  Executor ex = LMS_TRY(Executor::create(program, *backend));
+  LMS_TRY_VOID(ex.load(values, /*allow_unused=*/true));
+  HostTensor xs, labels;
+  int64_t correct = 0, total = 0;
+  for (int64_t i = 0; i < data.test_batches(); ++i) {
+    int64_t rows = LMS_TRY(data.test_batch(i, xs, labels));
+    Feed feed{x, &xs};
+    StepResult r = LMS_TRY(ex.step({&feed, 1}));
+    correct += LMS_TRY(count_correct(r.outputs.front(), labels, rows));
+    total += rows * (labels.type.shape[0] == 0 ? 0 : labels.type.num_elements() / labels.type.shape[0]);
+  }
+  if (total == 0) return fail("evaluation: the test split is empty");
+  return std::pair{static_cast<double>(correct) / static_cast<double>(total), data.test_size()};
+}
+
+}  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t mid = v.size() / 2;
+  return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const ProgressCallback& progress) {
+  if (opts.steps && opts.epochs) return fail("give --steps or --epochs, not both");
+  if (opts.steps && *opts.steps < 1) return fail("--steps must be >= 1, got {}", *opts.steps);
+  if (opts.epochs && *opts.epochs < 1) return fail("--epochs must be >= 1, got {}", *opts.epochs);
+  LMS_TRY_VOID(check_optimizer_options(opts.training.optimizer));
+
+  // Everything is decided, and a plan that does not fit is refused, before any memory is touched.
+  Graph training = LMS_TRY(build_training_graph(forward, opts.training));
+  Program program = LMS_TRY(compile(training, PlanOptions{opts.budget_bytes}));
+  const Graph& g = program.graph();
+  ValueId x = LMS_TRY(named_input(g, kInputName));
+  ValueId labels = LMS_TRY(named_input(g, kLabelsName));
+  for (ValueId v : program.inputs())
+    if (v != x && v != labels)
+      return fail("training feeds inputs %{} and %{}, but graph '{}' also has input %{}", kInputName, kLabelsName,
+                  g.name(), g.value(v).name);
+
+  DataOptions data_opts = opts.data;
+  data_opts.seed = opts.seed;
+  if (auto logits = logits_of(forward); logits && forward.value(*logits).type.rank() >= 2)
+    data_opts.classes = forward.value(*logits).type.shape[1];  // synthetic labels must be valid classes
+  std::unique_ptr<DataSource> data = LMS_TRY(open_data(data_opts, g.value(x).type, g.value(labels).type));
+
+  TrainReport rep;
+  rep.batch = data->batch_size();
+  rep.steps_per_epoch = data->train_batches();
+  const int64_t total = opts.steps ? *opts.steps : opts.epochs.value_or(1) * rep.steps_per_epoch;
+  const int64_t total_epochs = (total + rep.steps_per_epoch - 1) / rep.steps_per_epoch;
+  rep.planned_steps = total;
+  const MemoryPlan& plan = program.memory();
+  rep.planned_peak_bytes = plan.device_arena_bytes;
+  rep.budget_bytes = opts.budget_bytes;
+  rep.lower_bound_bytes = plan.lower_bound_bytes;
+  rep.min_budget_bytes = plan.min_budget_bytes;
+  rep.persistent_bytes = plan.persistent_bytes;
+
+  std::map<std::string, HostTensor> trained;
+  {
+    // The training backend and its arenas live only for the training loop.
+    std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, BackendOptions{opts.budget_bytes}));
+    Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{opts.validate}));
+    if (opts.initial_values) {
+      LMS_TRY_VOID(ex.load(*opts.initial_values));
+    } else {
+      LMS_TRY_VOID(ex.initialize(opts.seed));
+    }
+    HostTensor xs, ls;
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t step = 0; step < total; ++step) {
+      const int64_t epoch = step / rep.steps_per_epoch;
+      LMS_TRY_VOID(data->train_batch(epoch, step % rep.steps_per_epoch, xs, ls));
+      const Feed feeds[] = {{x, &xs}, {labels, &ls}};
+      StepResult r = LMS_TRY(ex.step(feeds));
+      rep.losses.push_back(r.outputs.front().get(0));
+      rep.step_seconds.push_back(r.seconds);
+      rep.peak_device_bytes = std::max(rep.peak_device_bytes, r.touched_bytes);
+      rep.max_live_bytes = std::max(rep.max_live_bytes, r.max_live_bytes);
+      rep.steps = step + 1;
+      if (progress) {
+        StepProgress p{step + 1, total, epoch, total_epochs, rep.batch, rep.losses.back(),
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+        if (!progress(p)) {
+          rep.interrupted = rep.steps < total;
+          break;
+        }
+      }
+    }
+    if (opts.keep_values || opts.evaluate) trained = LMS_TRY(ex.persistent_values());
+  }
+
+  rep.step_seconds_median = median(rep.step_seconds);
+  double sum = 0;
+  for (double s : rep.step_seconds) sum += s;
+  rep.samples_per_second = sum > 0 ? static_cast<double>(rep.batch * rep.steps) / sum : 0;
+  if (opts.evaluate && !rep.interrupted) {
+    auto [accuracy, samples] = LMS_TRY(evaluate(forward, opts, *data, trained));
+    rep.test_accuracy = accuracy;
+    rep.test_samples = samples;
+  }
+  if (opts.keep_values) rep.values = std::move(trained);
+  return rep;
+}
+
+}  // namespace lms

@@ -1,0 +1,77 @@
+// Training end to end, as `lms train` runs it: forward graph -> training graph (autodiff + optimizer) ->
+// Program under the device budget (an error before anything runs if it does not fit) -> Executor on a
+// backend, fed by a data source for a number of steps or epochs -> the report the command prints (losses,
+// measured and planned peaks, step times) and optionally the test accuracy and the trained values. The
+// command line only parses options, draws progress and prints; everything it reports is computed here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lms/autodiff/optimizer.h"
+#include "lms/data/data.h"
+#include "lms/ir/graph.h"
+#include "lms/runtime/tensor.h"
+#include "lms/support/error.h"
+#include "lms/support/size.h"
+
+namespace lms {
+
+struct TrainOptions {
+  std::string device = "reference";          // backend name (runtime/backend_registry.h)
+  int64_t budget_bytes = kUnlimitedBytes;    // device memory for the step; the plan must fit it
+  TrainingOptions training;                  // optimizer and batch-norm statistics
+  std::optional<int64_t> steps;              // run exactly this many steps, or
+  std::optional<int64_t> epochs;             // this many passes over the train split (neither: one epoch)
+  DataOptions data;                          // data kind and directory; its seed is replaced by `seed`
+  uint64_t seed = 0;                         // initial values and the data (contents and order)
+  const std::map<std::string, HostTensor>* initial_values = nullptr;  // start from these (a checkpoint)
+  bool keep_values = false;                  // return the trained parameters and state
+  bool evaluate = false;                     // measure accuracy on the test split after training
+  bool validate = true;                      // poison and scan every step to measure the touched peak
+};
+
+// What the progress callback sees after each step.
+struct StepProgress {
+  int64_t step = 0;          // steps done (1-based count)
+  int64_t total_steps = 0;
+  int64_t epoch = 0;         // 0-based epoch of this step
+  int64_t total_epochs = 0;  // epochs the run spans (the last may be partial)
+  int64_t batch = 0;         // samples per step
+  double loss = 0;
+  double elapsed_seconds = 0;  // wall time since the first step started (data loading included)
+};
+
+// Returning false stops training after the current step (the report says `interrupted`).
+using ProgressCallback = std::function<bool(const StepProgress&)>;
+
+struct TrainReport {
+  std::vector<double> losses;              // one per step
+  std::vector<double> step_seconds;        // executor step times (feeding to synchronize), one per step
+  int64_t steps = 0, planned_steps = 0;     // steps run, and steps asked for (more if interrupted)
+  int64_t batch = 0, steps_per_epoch = 0;
+  int64_t planned_peak_bytes = 0;          // the device arena: the plan's peak
+  int64_t budget_bytes = kUnlimitedBytes;
+  int64_t lower_bound_bytes = 0;           // the plan's liveness lower bound
+  int64_t min_budget_bytes = 0;            // parameters and state plus the largest op
+  int64_t persistent_bytes = 0;            // parameters and state
+  int64_t peak_device_bytes = -1;          // measured: highest arena byte written + 1, over all steps (validate)
+  int64_t max_live_bytes = 0;              // most device bytes the executor saw live at once
+  double step_seconds_median = 0;
+  double samples_per_second = 0;           // batch * steps / the sum of step times
+  std::optional<double> test_accuracy;     // with `evaluate`
+  int64_t test_samples = 0;
+  bool interrupted = false;
+  std::map<std::string, HostTensor> values;  // with `keep_values`: trained parameters and state by name
+};
+
+Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const ProgressCallback& progress = {});
+
+// The median of a non-empty list (the mean of the middle two for an even count); 0 for an empty one.
+double median(std::vector<double> v);
+
+}  // namespace lms

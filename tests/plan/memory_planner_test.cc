@@ -1,0 +1,261 @@
+// The memory planner: on random DAGs (with inputs, parameters, in-place updates, unread outputs and host
+// values) a simulation that tags every byte with its owner shows no buffer is overwritten while its contents
+// are still needed; every buffer is aligned and inside its arena; arena >= liveness lower bound >= minimum
+// budget; planning is deterministic. On a hand-made graph, the exact lower bound, peak op, minimum budget and
+// the budget error's wording.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "lms/ir/builder.h"
+#include "lms/plan/memory_planner.h"
+#include "lms/plan/schedule.h"
+
+namespace lms {
+namespace {
+
+// A random graph in schedule order. Node kinds: inputs, params, relu (one input), add / concat (several
+// inputs), in-place sgd updates of params (ordered after every other reader by control edges, as autodiff
+// does), swap_out to the host and swap_in back. Shapes need not satisfy the shape rules: the planner reads
+// only edges, types, placements and traits.
+Graph random_graph(std::mt19937& rng, int num_nodes) {
+  Graph g("random");
+  std::vector<ValueId> device_values, params;
+  std::vector<ValueId> host_values;
+  auto add = [&](Op op, std::vector<ValueId> ins, int64_t elements, Placement where = Placement::device) {
+    TensorType t{DType::f32, {elements}};
+    std::vector<TensorType> types = {t};
+    std::vector<std::string> names = {""};
+    NodeId n = g.add_node(op, {}, types, names);
+    g.set_inputs(n, std::move(ins));
+    ValueId v = g.node(n).outputs.front();
+    g.set_placement(v, where);
+    return v;
+  };
+  std::uniform_int_distribution<int64_t> size(0, 300);  // includes empty tensors and sizes not multiple of 64
+  auto pick = [&](const std::vector<ValueId>& from) {
+    return from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
+  };
+  device_values.push_back(add(Op::input, {}, size(rng)));
+  for (int i = 1; i < num_nodes; ++i) {
+    int kind = std::uniform_int_distribution<int>(0, 9)(rng);
+    if (kind == 0) {
+      device_values.push_back(add(Op::input, {}, size(rng)));
+    } else if (kind == 1) {
+      ValueId p = add(Op::param, {}, size(rng));
+      params.push_back(p);
+      device_values.push_back(p);
+    } else if (kind <= 4) {
+      device_values.push_back(add(Op::relu, {pick(device_values)}, size(rng)));
+    } else if (kind <= 6) {
+      int k = std::uniform_int_distribution<int>(2, 4)(rng);
+      std::vector<ValueId> ins;
+      for (int j = 0; j < k; ++j) ins.push_back(pick(device_values));
+      device_values.push_back(add(Op::concat, ins, size(rng)));
+    } else if (kind == 7) {
+      host_values.push_back(add(Op::swap_out, {pick(device_values)}, size(rng), Placement::host));
+    } else if (kind == 8 && !host_values.empty()) {
+      device_values.push_back(add(Op::swap_in, {pick(host_values)}, size(rng)));
+    } else if (kind == 9 && !params.empty()) {
+      ValueId w = pick(params);
+      ValueId grad = pick(device_values);
+      ValueId w_new = add(Op::sgd_update, {w, grad}, g.value(w).type.shape[0]);
+      NodeId upd = g.value(w_new).producer;
+      for (NodeId reader : g.value(w).consumers)
+        if (reader != upd) g.add_control_input(upd, reader);
+      std::erase(params, w);  // updated once, like a training graph
+      std::erase(device_values, w);
+    }
+  }
+  std::vector<ValueId> outs;
+  for (int j = 0; j < 2; ++j) outs.push_back(pick(device_values));
+  std::sort(outs.begin(), outs.end());
+  outs.erase(std::unique(outs.begin(), outs.end()), outs.end());
+  g.set_outputs(outs);
+  return g;
+}
+
+// Replays the schedule on arenas of owner tags: at the start the inputs and persistent buffers are written;
+// each node first checks that every buffer it reads still carries its own tag, then writes its fresh outputs.
+// After the last node, graph outputs and persistent buffers must be intact. Returns the first violation.
+std::string simulate(const Graph& g, const MemoryPlan& plan) {
+  std::vector<int32_t> device(plan.device_arena_bytes, -1), host(plan.host_arena_bytes, -1);
+  auto arena = [&](const PlannedBuffer& b) -> std::vector<int32_t>& {
+    return b.life.placement == Placement::device ? device : host;
+  };
+  auto write = [&](int32_t idx) {
+    const PlannedBuffer& b = plan.buffers[idx];
+    for (int64_t i = 0; i < b.life.bytes; ++i) arena(b)[b.offset + i] = idx;
+  };
+  auto intact = [&](ValueId v) {
+    int32_t idx = plan.buffer_of_value[v.v];
+    const PlannedBuffer& b = plan.buffers[idx];
+    for (int64_t i = 0; i < b.life.bytes; ++i)
+      if (arena(b)[b.offset + i] != idx) return false;
+    return true;
+  };
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].life.persistent || plan.buffers[i].life.input) write(static_cast<int32_t>(i));
+  for (NodeId n : g.node_ids()) {
+    for (ValueId v : g.node(n).inputs)
+      if (!intact(v)) return "%" + g.value(v).name + " was overwritten before node #" + std::to_string(n.v) + " read it";
+    for (ValueId v : g.node(n).outputs)
+      if (g.storage_root(v) == v && !g.def(n).traits.source) write(plan.buffer_of_value[v.v]);
+  }
+  for (ValueId v : g.outputs())
+    if (!intact(v)) return "output %" + g.value(v).name + " was overwritten";
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].life.persistent && !intact(plan.buffers[i].life.root)) return "a persistent buffer was overwritten";
+  return "";
+}
+
+TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
+  std::mt19937 rng(12345);
+  for (int trial = 0; trial < 200; ++trial) {
+    Graph g = random_graph(rng, 5 + trial % 60);
+    ASSERT_TRUE(check_schedule_order(g).has_value()) << trial;
+    auto plan = plan_memory(g);
+    ASSERT_TRUE(plan.has_value()) << plan.error().str();
+    EXPECT_EQ(simulate(g, *plan), "") << "trial " << trial;
+
+    int64_t top_device = 0, raw_persistent = 0;
+    for (const PlannedBuffer& b : plan->buffers) {
+      EXPECT_EQ(b.offset % kArenaAlignment, 0);
+      int64_t arena = b.life.placement == Placement::device ? plan->device_arena_bytes : plan->host_arena_bytes;
+      EXPECT_LE(b.offset + b.life.bytes, arena);
+      if (b.life.placement != Placement::device) continue;
+      top_device = std::max(top_device, b.offset + b.life.bytes);
+      if (b.life.persistent) {
+        raw_persistent += b.life.bytes;
+        EXPECT_LE(b.offset + b.life.bytes, plan->persistent_end);
+      } else if (b.life.bytes > 0) {
+        EXPECT_GE(b.offset, plan->persistent_end);  // validation poisons [persistent_end, arena)
+      }
+    }
+    EXPECT_EQ(plan->device_arena_bytes, top_device);  // the arena is exactly the highest buffer end
+    EXPECT_EQ(plan->persistent_bytes, raw_persistent);
+
+    // The lower bound, recomputed by brute force: bytes of buffers whose interval holds each position.
+    int64_t brute = 0;
+    for (int t = 0; t < plan->num_positions; ++t) {
+      int64_t live = 0;
+      for (const PlannedBuffer& b : plan->buffers)
+        if (b.life.placement == Placement::device && b.life.first <= t && t <= b.life.last) live += b.life.bytes;
+      brute = std::max(brute, live);
+    }
+    EXPECT_EQ(plan->lower_bound_bytes, brute);
+    EXPECT_GE(plan->device_arena_bytes, plan->lower_bound_bytes);
+    EXPECT_GE(plan->lower_bound_bytes, plan->min_budget_bytes);
+
+    auto again = plan_memory(g);
+    ASSERT_TRUE(again.has_value());
+    for (size_t i = 0; i < plan->buffers.size(); ++i) EXPECT_EQ(plan->buffers[i].offset, again->buffers[i].offset);
+  }
+}
+
+// x -> a -> (p = a*w) ; c = concat(a, a) -> d -> mean ; mean(p) ; add: the numbers are small enough to check.
+struct Chain {
+  Graph g{"chain"};
+  ValueId x, w, a, p, c, d, loss;
+  Chain() {
+    Builder b(g);
+    TensorType t{DType::f32, {1000}};  // 4000 bytes
+    x = b.input(t, "x");
+    w = b.param(t, "w", "ones");
+    a = b.op(Op::relu, {x}, {}, "a");
+    p = b.op(Op::mul, {a, w}, {}, "p");
+    c = b.op(Op::concat, {a, a}, attrs({{"axis", int64_t{0}}}), "c");  // 8000 bytes
+    d = b.op(Op::relu, {c}, {}, "d");                                     // 8000 bytes
+    ValueId s1 = b.op(Op::mean, {d}, {}, "s1");
+    ValueId s2 = b.op(Op::mean, {p}, {}, "s2");
+    loss = b.op(Op::add, {s1, s2}, {}, "loss");
+    EXPECT_TRUE(b.ok()) << b.error()->str();
+    g.set_outputs({loss});
+  }
+};
+
+TEST(MemoryPlanner, ChainNumbers) {
+  Chain ch;
+  auto plan = plan_memory(ch.g);
+  ASSERT_TRUE(plan.has_value()) << plan.error().str();
+  // At %d: w (4000) + p (4000, read later by s2) + c (8000) + d (8000); a died at c, x at a.
+  EXPECT_EQ(plan->lower_bound_bytes, 24000);
+  EXPECT_EQ(plan->peak_position, static_cast<int>(ch.g.value(ch.d).producer.v));
+  EXPECT_EQ(plan->peak_transient_bytes, 20000);
+  EXPECT_EQ(plan->persistent_bytes, 4000);
+  // Hard minimum: w plus the largest op's own buffers, d's c + d.
+  EXPECT_EQ(plan->min_budget_bytes, 4000 + 16000);
+  EXPECT_EQ(plan->of(ch.x).life.first, 0);
+  EXPECT_EQ(plan->of(ch.x).life.last, static_cast<int>(ch.g.value(ch.a).producer.v));
+  EXPECT_EQ(plan->of(ch.loss).life.last, plan->num_positions - 1);
+  EXPECT_EQ(plan->of(ch.w).offset, 0);
+}
+
+TEST(MemoryPlanner, BudgetBelowPeakFailsNamingPeakBudgetAndOp) {
+  Chain ch;
+  auto fits = plan_memory(ch.g);
+  ASSERT_TRUE(fits.has_value());
+  const int64_t peak = fits->device_arena_bytes;
+  EXPECT_TRUE(plan_memory(ch.g, PlanOptions{peak}).has_value()) << "a budget equal to the peak fits";
+  auto r = plan_memory(ch.g, PlanOptions{peak - 1});
+  ASSERT_FALSE(r.has_value());
+  const std::string msg = r.error().str();
+  EXPECT_EQ(msg.rfind("does not fit: planned peak ", 0), 0u) << msg;
+  // The rounded sizes read the same, so the exact byte counts are shown.
+  EXPECT_NE(msg.find(fmt::format("({} bytes) > budget", peak)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fmt::format("({} bytes)", peak - 1)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("at the peak %d (relu)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(format_size(20000) + " of activations"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("minimum budget " + format_size(20000)), std::string::npos) << msg;
+
+  auto tiny = plan_memory(ch.g, PlanOptions{1024});
+  ASSERT_FALSE(tiny.has_value());
+  EXPECT_NE(tiny.error().str().find("> budget 1.0 KiB"), std::string::npos) << tiny.error().str();
+  EXPECT_FALSE(plan_memory(ch.g, PlanOptions{-1}).has_value());
+}
+
+TEST(MemoryPlanner, InPlaceUpdatesShareTheirParameterBuffer) {
+  Graph g;
+  Builder b(g);
+  TensorType t{DType::f32, {10}};
+  ValueId w = b.param(t, "w", "ones");
+  ValueId x = b.input(t, "x");
+  ValueId y = b.op(Op::mul, {x, w}, {}, "y");
+  ValueId w_new = b.op(Op::sgd_update, {w, y}, attrs({{"lr", 0.1}}), "w_new");
+  ASSERT_TRUE(b.ok()) << b.error()->str();
+  g.add_control_input(g.value(w_new).producer, g.value(y).producer);
+  g.set_outputs({y});
+  auto plan = plan_memory(g);
+  ASSERT_TRUE(plan.has_value()) << plan.error().str();
+  EXPECT_EQ(plan->buffer_of_value[w.v], plan->buffer_of_value[w_new.v]);
+  EXPECT_TRUE(plan->of(w_new).life.persistent);
+  EXPECT_EQ(plan->buffers.size(), 3u);  // w, x, y
+}
+
+TEST(MemoryPlanner, RejectsAGraphNotInScheduleOrder) {
+  Graph g;
+  Builder b(g);
+  TensorType t{DType::f32, {4}};
+  ValueId x = b.input(t, "x");
+  ValueId a = b.op(Op::relu, {x}, {}, "a");
+  ValueId c = b.op(Op::relu, {x}, {}, "c");
+  ASSERT_TRUE(b.ok());
+  g.add_control_input(g.value(a).producer, g.value(c).producer);  // a must now run after c
+  auto plan = plan_memory(g);
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_NE(plan.error().str().find("not in schedule order"), std::string::npos) << plan.error().str();
+  auto s = schedule(g);
+  ASSERT_TRUE(s.has_value()) << s.error().str();
+  EXPECT_TRUE(plan_memory(*s).has_value());
+}
+
+TEST(MemoryPlanner, EmptyGraph) {
+  Graph g;
+  auto plan = plan_memory(g, PlanOptions{0});
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->device_arena_bytes, 0);
+  EXPECT_EQ(plan->lower_bound_bytes, 0);
+}
+
+}  // namespace
+}  // namespace lms

@@ -1,0 +1,219 @@
+// `lms train (FILE | --model NAME ...) --device D [--budget SIZE] [--steps K | --epochs E] ...`: trains a model
+// on a backend under a device budget (runtime/trainer.h does the work). On a terminal it redraws a progress
+// bar in place; otherwise it prints about kProgressLines plain lines; with --json only the JSON object.
+// Ctrl-C stops after the current step: the report covers the steps done, --save still writes, and the exit
+// code is kExitInterrupted.
+#include <csignal>
+#include <cmath>
+#include <memory>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "common.h"
+#include "lms/autodiff/optimizer.h"
+#include "lms/io/npz.h"
+#include "lms/runtime/trainer.h"
+#include "lms/support/size.h"
+
+namespace lms::cli {
+
+namespace {
+
+constexpr int64_t kDefaultTrainBatch = 32;  // `lms train --model` batch when --batch is not given
+constexpr int kProgressLines = 20;          // plain progress lines over a run when stdout is not a terminal
+constexpr int kBarWidth = 24;               // characters of the terminal progress bar
+constexpr int kExitInterrupted = 130;       // 128 + SIGINT, as shells report it
+
+struct TrainCmd {
+  std::string file;
+  ModelArgs model;
+  std::string device = "reference";
+  std::string budget;
+  std::string strategy = "none";
+  int64_t steps = 0, epochs = 0;  // 0: not given
+  std::string data = "synthetic";
+  std::string data_dir = kFashionMnistDir;
+  uint64_t seed = 0;
+  std::string optimizer = "momentum";
+  double lr = 0, momentum = 0.9, weight_decay = 0;
+  bool nesterov = false;
+  std::string save, load;
+  bool json = false;
+  CLI::Option *steps_opt = nullptr, *epochs_opt = nullptr, *lr_opt = nullptr;
+};
+
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_sigint(int) { g_interrupted = 1; }
+
+// "1h02m", "3m05s", "12s".
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  auto s = static_cast<int64_t>(std::llround(seconds));
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+// The progress text after a step: "step 120/1875  epoch 1/1  loss 0.5432  2345 samples/s  ETA 1m23s".
+std::string progress_text(const StepProgress& p) {
+  double rate = p.elapsed_seconds > 0 ? static_cast<double>(p.step * p.batch) / p.elapsed_seconds : 0;
+  double eta = p.step > 0 ? p.elapsed_seconds / static_cast<double>(p.step) * static_cast<double>(p.total_steps - p.step) : 0;
+  return fmt::format("step {}/{}  epoch {}/{}  loss {:.4f}  {:.0f} samples/s  ETA {}", p.step, p.total_steps,
+                     p.epoch + 1, p.total_epochs, p.loss, rate, format_duration(eta));
+}
+
+Result<TrainOptions> options_from(const TrainCmd& c) {
+  TrainOptions o;
+  if (c.device.empty()) return fail("--device must name a device (reference, cpu, cuda)");
+  o.device = c.device;
+  if (!c.budget.empty()) {
+    auto b = parse_size(c.budget);
+    if (!b) return wrap("--budget", b.error());
+    o.budget_bytes = *b;
+  }
+  if (c.strategy == "tflms" || c.strategy == "auto")
+    return fail("strategy '{}' is not available yet in this build (only 'none')", c.strategy);
+  if (c.strategy != "none") return fail("unknown strategy '{}' (strategies: none, tflms, auto)", c.strategy);
+  if (c.steps_opt->count() > 0) o.steps = c.steps;
+  if (c.epochs_opt->count() > 0) o.epochs = c.epochs;
+  auto kind = parse_optimizer(c.optimizer);
+  if (!kind) return fail("unknown optimizer '{}' (optimizers: sgd, momentum, adam)", c.optimizer);
+  o.training.optimizer.kind = *kind;
+  if (c.lr_opt->count() > 0) o.training.optimizer.lr = c.lr;
+  o.training.optimizer.momentum = c.momentum;
+  o.training.optimizer.weight_decay = c.weight_decay;
+  o.training.optimizer.nesterov = c.nesterov;
+  o.data.kind = c.data;
+  o.data.dir = c.data_dir;
+  o.seed = c.seed;
+  o.evaluate = c.data == "fashion-mnist";
+  o.keep_values = !c.save.empty();
+  return o;
+}
+
+nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
+  nlohmann::ordered_json j;
+  j["losses"] = r.losses;
+  j["peak_device_bytes"] = r.peak_device_bytes;
+  j["planned_peak_bytes"] = r.planned_peak_bytes;
+  j["budget_bytes"] = r.budget_bytes == kUnlimitedBytes ? nlohmann::ordered_json() : nlohmann::ordered_json(r.budget_bytes);
+  j["swap_out_bytes"] = 0;  // strategy none swaps nothing
+  j["swap_in_bytes"] = 0;
+  j["step_seconds_median"] = r.step_seconds_median;
+  j["samples_per_second"] = r.samples_per_second;
+  if (r.test_accuracy) j["test_accuracy"] = *r.test_accuracy;
+  j["device"] = c.device;
+  j["strategy"] = c.strategy;
+  j["steps"] = r.steps;
+  j["batch"] = r.batch;
+  j["lower_bound_bytes"] = r.lower_bound_bytes;
+  j["min_budget_bytes"] = r.min_budget_bytes;
+  j["param_bytes"] = r.persistent_bytes;
+  j["max_live_bytes"] = r.max_live_bytes;
+  j["interrupted"] = r.interrupted;
+  return j;
+}
+
+void print_summary(const TrainCmd& c, const std::string& graph, const TrainReport& r) {
+  fmt::print("trained '{}' on {}: {} steps ({:.2g} epochs), batch {}\n", graph, c.device, r.steps,
+             static_cast<double>(r.steps) / static_cast<double>(r.steps_per_epoch), r.batch);
+  if (!r.losses.empty()) fmt::print("  loss           {:.4f} -> {:.4f}\n", r.losses.front(), r.losses.back());
+  fmt::print("  planned peak   {} (budget {}; liveness lower bound {}; minimum budget {})\n",
+             format_bytes(r.planned_peak_bytes), r.budget_bytes == kUnlimitedBytes ? "unlimited" : format_bytes(r.budget_bytes),
+             format_bytes(r.lower_bound_bytes), format_bytes(r.min_budget_bytes));
+  fmt::print("  measured peak  {} (highest device arena byte written)\n", format_bytes(r.peak_device_bytes));
+  fmt::print("  step time      {:.3g} ms median, {:.0f} samples/s\n", r.step_seconds_median * 1e3, r.samples_per_second);
+  if (r.test_accuracy) fmt::print("  test accuracy  {:.4f} ({} samples)\n", *r.test_accuracy, r.test_samples);
+  if (!c.save.empty()) fmt::print("  saved          {}\n", c.save);
+}
+
+int run(const TrainCmd& c) {
+  auto opts = options_from(c);
+  if (!opts) return report(opts.error());
+  auto forward = load_graph(c.file, c.model);
+  if (!forward) return report(forward.error());
+  std::map<std::string, HostTensor> checkpoint;
+  if (!c.load.empty()) {
+    auto values = read_npz(c.load);
+    if (!values) return report(values.error());
+    checkpoint = std::move(*values);
+    opts->initial_values = &checkpoint;
+  }
+
+  const bool tty = !c.json && isatty(STDOUT_FILENO) == 1;
+  bool bar_drawn = false;
+  ProgressCallback progress = [&](const StepProgress& p) {
+    if (tty) {
+      int filled = static_cast<int>(static_cast<double>(kBarWidth) * static_cast<double>(p.step) /
+                                    static_cast<double>(p.total_steps));
+      std::string bar = std::string(filled, '=') + std::string(kBarWidth - filled, ' ');
+      fmt::print("\r[{}] {}\x1b[K", bar, progress_text(p));
+      std::fflush(stdout);
+      bar_drawn = true;
+    } else if (!c.json) {
+      int64_t every = std::max<int64_t>(1, (p.total_steps + kProgressLines - 1) / kProgressLines);
+      if (p.step % every == 0 || p.step == p.total_steps) fmt::print("{}\n", progress_text(p));
+      std::fflush(stdout);
+    }
+    return g_interrupted == 0;
+  };
+
+  // Ctrl-C once stops after the step; the handler resets itself, so a second one ends the process.
+  struct sigaction action {}, previous {};
+  action.sa_handler = on_sigint;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  g_interrupted = 0;
+  sigaction(SIGINT, &action, &previous);
+  auto result = train(*forward, *opts, progress);
+  sigaction(SIGINT, &previous, nullptr);
+  if (bar_drawn) fmt::print("\n");
+  if (!result) return report(result.error());
+
+  if (!c.save.empty()) {
+    if (auto w = write_npz(c.save, result->values); !w) return report(w.error());
+  }
+  if (c.json) {
+    fmt::print("{}\n", report_json(c, *result).dump(2));
+  } else {
+    print_summary(c, forward->name(), *result);
+  }
+  if (result->interrupted) {
+    report(Error{fmt::format("interrupted after {} of {} steps", result->steps, result->planned_steps), {}});
+    return kExitInterrupted;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& root, int& exit_code) {
+  auto c = std::make_shared<TrainCmd>();
+  c->model.batch = kDefaultTrainBatch;
+  CLI::App* sub = root.add_subcommand(
+      "train", "Train a model on a device under a memory budget: losses, planned and measured peak, step time.");
+  sub->add_option("FILE", c->file, "Forward graph in the IR text format (- for stdin); or use --model");
+  add_model_options(sub, c->model, /*with_model_flag=*/true);
+  sub->add_option("--device", c->device, "Backend: reference (plain loops), cpu, cuda")->capture_default_str();
+  sub->add_option("--budget", c->budget, "Device memory for the step: 512MiB, 16GiB, 2GB or bytes (default: unlimited)");
+  sub->add_option("--strategy", c->strategy, "Memory strategy: none (tflms and auto come later)")->capture_default_str();
+  c->steps_opt = sub->add_option("--steps", c->steps, "Train this many steps");
+  c->epochs_opt = sub->add_option("--epochs", c->epochs, "Train this many passes over the data (default: 1)");
+  sub->add_option("--data", c->data, "Data: synthetic or fashion-mnist")->capture_default_str();
+  sub->add_option("--data-dir", c->data_dir, "Directory of the Fashion-MNIST IDX files")->capture_default_str();
+  sub->add_option("--seed", c->seed, "Seed of the initial values and the data order")->capture_default_str();
+  sub->add_option("--optimizer", c->optimizer, "sgd, momentum or adam")->capture_default_str();
+  c->lr_opt = sub->add_option("--lr", c->lr, "Learning rate (default 0.01; adam 0.001)");
+  sub->add_option("--momentum", c->momentum, "Momentum factor (momentum optimizer)")->capture_default_str();
+  sub->add_flag("--nesterov", c->nesterov, "Nesterov momentum (momentum optimizer)");
+  sub->add_option("--weight-decay", c->weight_decay, "L2 penalty added to the gradient")->capture_default_str();
+  sub->add_option("--save", c->save, "Write the trained parameters and state to this .npz file");
+  sub->add_option("--load", c->load, "Start from the parameters and state in this .npz file");
+  sub->add_flag("--json", c->json, "Print one JSON object instead of progress and text");
+  sub->callback([c, &exit_code] { exit_code = run(*c); });
+}
+
+}  // namespace lms::cli
