@@ -1,8 +1,9 @@
-// The memory planner: on random DAGs (with inputs, parameters, in-place updates, unread outputs and host
-// values) a simulation that tags every byte with its owner shows no buffer is overwritten while its contents
-// are still needed; every buffer is aligned and inside its arena; arena >= liveness lower bound >= minimum
-// budget; planning is deterministic. On a hand-made graph, the exact lower bound, peak op, minimum budget and
-// the budget error's wording.
+// The memory planner, with each assignment algorithm: on random DAGs (with inputs, parameters, in-place
+// updates, unread outputs and host values) a simulation that tags every byte with its owner shows no buffer
+// is overwritten while its contents are still needed; every buffer is aligned and inside its arena; arena >=
+// liveness lower bound >= minimum budget; planning is deterministic; the Program built from each plan waits,
+// before reusing space, for every node on another stream that touched its previous occupant. On a hand-made
+// graph, the exact lower bound, peak op, minimum budget and the budget error's wording.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -10,6 +11,7 @@
 #include "lms/ir/builder.h"
 #include "lms/plan/memory_planner.h"
 #include "lms/plan/schedule.h"
+#include "lms/runtime/program.h"
 
 namespace lms {
 namespace {
@@ -114,43 +116,100 @@ TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
   for (int trial = 0; trial < 200; ++trial) {
     Graph g = random_graph(rng, 5 + trial % 60);
     ASSERT_TRUE(check_schedule_order(g).has_value()) << trial;
-    auto plan = plan_memory(g);
-    ASSERT_TRUE(plan.has_value()) << plan.error().str();
-    EXPECT_EQ(simulate(g, *plan), "") << "trial " << trial;
+    for (Assignment a : kAllAssignments) {
+      auto plan = plan_memory(g, PlanOptions{.assignment = a});
+      ASSERT_TRUE(plan.has_value()) << plan.error().str();
+      EXPECT_EQ(simulate(g, *plan), "") << "trial " << trial << " " << assignment_name(a);
 
-    int64_t top_device = 0, raw_persistent = 0;
-    for (const PlannedBuffer& b : plan->buffers) {
-      EXPECT_EQ(b.offset % kArenaAlignment, 0);
-      int64_t arena = b.life.placement == Placement::device ? plan->device_arena_bytes : plan->host_arena_bytes;
-      EXPECT_LE(b.offset + b.life.bytes, arena);
-      if (b.life.placement != Placement::device) continue;
-      top_device = std::max(top_device, b.offset + b.life.bytes);
-      if (b.life.persistent) {
-        raw_persistent += b.life.bytes;
-        EXPECT_LE(b.offset + b.life.bytes, plan->persistent_end);
-      } else if (b.life.bytes > 0) {
-        EXPECT_GE(b.offset, plan->persistent_end);  // validation poisons [persistent_end, arena)
+      int64_t top_device = 0, raw_persistent = 0;
+      for (const PlannedBuffer& b : plan->buffers) {
+        EXPECT_EQ(b.offset % kArenaAlignment, 0);
+        int64_t arena = b.life.placement == Placement::device ? plan->device_arena_bytes : plan->host_arena_bytes;
+        EXPECT_LE(b.offset + b.life.bytes, arena);
+        if (b.life.placement != Placement::device) continue;
+        top_device = std::max(top_device, b.offset + b.life.bytes);
+        if (b.life.persistent) {
+          raw_persistent += b.life.bytes;
+          EXPECT_LE(b.offset + b.life.bytes, plan->persistent_end);
+        } else if (b.life.bytes > 0) {
+          EXPECT_GE(b.offset, plan->persistent_end);  // validation poisons [persistent_end, arena)
+        }
+      }
+      EXPECT_EQ(plan->device_arena_bytes, top_device);  // the arena is exactly the highest buffer end
+      EXPECT_EQ(plan->persistent_bytes, raw_persistent);
+
+      // The lower bound, recomputed by brute force: bytes of buffers whose interval holds each position.
+      int64_t brute = 0;
+      for (int t = 0; t < plan->num_positions; ++t) {
+        int64_t live = 0;
+        for (const PlannedBuffer& b : plan->buffers)
+          if (b.life.placement == Placement::device && b.life.first <= t && t <= b.life.last) live += b.life.bytes;
+        brute = std::max(brute, live);
+      }
+      EXPECT_EQ(plan->lower_bound_bytes, brute);
+      EXPECT_GE(plan->device_arena_bytes, plan->lower_bound_bytes);
+      EXPECT_GE(plan->lower_bound_bytes, plan->min_budget_bytes);
+
+      auto again = plan_memory(g, PlanOptions{.assignment = a});
+      ASSERT_TRUE(again.has_value());
+      for (size_t i = 0; i < plan->buffers.size(); ++i) EXPECT_EQ(plan->buffers[i].offset, again->buffers[i].offset);
+    }
+  }
+}
+
+// Reuse across streams: whenever a buffer's space held an earlier buffer, every node that touched the earlier
+// one must have finished before the later one's producer writes. On the producer's own stream that holds by
+// issue order; on another stream the Program must make the producer wait on an event recorded by that node
+// or a later node of the same stream (a stream runs its nodes in order). Checked for each algorithm, on the
+// random graphs above, whose swaps put nodes on the d2h and h2d streams.
+TEST(MemoryPlanner, ReusedSpaceWaitsForEveryReaderOfThePreviousOccupantOnEveryStream) {
+  std::mt19937 rng(4242);
+  int cross_stream_reuses = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    Graph g = random_graph(rng, 10 + trial % 50);
+    for (Assignment a : kAllAssignments) {
+      auto plan = plan_memory(g, PlanOptions{.assignment = a});
+      ASSERT_TRUE(plan.has_value()) << plan.error().str();
+      auto program = build_program(g, *plan);
+      ASSERT_TRUE(program.has_value()) << program.error().str();
+      // The nodes touching each buffer (reading it, producing it or writing it in place).
+      std::vector<std::vector<NodeId>> touchers(plan->buffers.size());
+      for (NodeId n : g.node_ids()) {
+        for (ValueId v : g.node(n).inputs) touchers[plan->buffer_of_value[v.v]].push_back(n);
+        for (ValueId v : g.node(n).outputs) touchers[plan->buffer_of_value[v.v]].push_back(n);
+      }
+      // Which node recorded each event.
+      std::vector<NodeId> recorder(program->num_events());
+      for (NodeId n : g.node_ids())
+        if (auto e = program->recorded(n)) recorder[e->v] = n;
+      for (const PlannedBuffer& later : plan->buffers) {
+        if (later.life.bytes == 0 || later.life.input || later.life.persistent) continue;
+        const NodeId writer = g.value(later.life.root).producer;
+        for (size_t i = 0; i < plan->buffers.size(); ++i) {
+          const PlannedBuffer& earlier = plan->buffers[i];
+          if (earlier.life.bytes == 0 || earlier.life.placement != later.life.placement ||
+              earlier.life.last >= later.life.first)
+            continue;
+          if (earlier.offset >= later.offset + later.life.bytes || later.offset >= earlier.offset + earlier.life.bytes)
+            continue;
+          for (NodeId t : touchers[i]) {
+            ASSERT_LT(t, writer) << "a toucher of a dead buffer comes after the reuse";
+            if (program->stream(t) == program->stream(writer)) continue;
+            ++cross_stream_reuses;
+            bool waited = false;
+            for (EventId e : program->waits(writer)) {
+              NodeId m = recorder[e.v];
+              waited = waited || (program->stream(m) == program->stream(t) && m >= t);
+            }
+            EXPECT_TRUE(waited) << "trial " << trial << " " << assignment_name(a) << ": node #" << writer.v
+                                << " reuses the space of %" << g.value(earlier.life.root).name
+                                << " without waiting for node #" << t.v << " on another stream";
+          }
+        }
       }
     }
-    EXPECT_EQ(plan->device_arena_bytes, top_device);  // the arena is exactly the highest buffer end
-    EXPECT_EQ(plan->persistent_bytes, raw_persistent);
-
-    // The lower bound, recomputed by brute force: bytes of buffers whose interval holds each position.
-    int64_t brute = 0;
-    for (int t = 0; t < plan->num_positions; ++t) {
-      int64_t live = 0;
-      for (const PlannedBuffer& b : plan->buffers)
-        if (b.life.placement == Placement::device && b.life.first <= t && t <= b.life.last) live += b.life.bytes;
-      brute = std::max(brute, live);
-    }
-    EXPECT_EQ(plan->lower_bound_bytes, brute);
-    EXPECT_GE(plan->device_arena_bytes, plan->lower_bound_bytes);
-    EXPECT_GE(plan->lower_bound_bytes, plan->min_budget_bytes);
-
-    auto again = plan_memory(g);
-    ASSERT_TRUE(again.has_value());
-    for (size_t i = 0; i < plan->buffers.size(); ++i) EXPECT_EQ(plan->buffers[i].offset, again->buffers[i].offset);
   }
+  EXPECT_GT(cross_stream_reuses, 0) << "the random graphs must exercise reuse across streams";
 }
 
 // x -> a -> (p = a*w) ; c = concat(a, a) -> d -> mean ; mean(p) ; add: the numbers are small enough to check.

@@ -1,5 +1,5 @@
-// Static offsets: persistent buffers at the bottom, then greedy by size into the lowest gap (see
-// memory_planner.h and docs/planner.md).
+// Static offsets: persistent buffers at the bottom, then the chosen assignment algorithm for the rest (see
+// memory_planner.h, assignment.h and docs/planner.md).
 #include "lms/plan/memory_planner.h"
 
 #include <algorithm>
@@ -10,52 +10,6 @@ namespace lms {
 
 namespace {
 
-// An already-placed buffer, as the gap search sees it.
-struct Occupied {
-  int first = 0, last = 0;  // interval (inclusive)
-  int64_t offset = 0;       // start
-  int64_t end = 0;          // offset + aligned size: the next buffer above may start here
-};
-
-bool overlaps(const BufferLife& a, const Occupied& b) { return !(a.last < b.first || b.last < a.first); }
-
-// Places the buffers `ids` (indices into `bufs`) of one arena at or above `base`: largest aligned size first
-// (ties: earlier first position, then smaller root id), each at the lowest aligned offset that overlaps no
-// placed buffer whose interval overlaps its own. Returns the arena end (the highest unpadded buffer end).
-int64_t place_greedy(std::vector<PlannedBuffer>& bufs, std::vector<size_t> ids, int64_t base) {
-  std::sort(ids.begin(), ids.end(), [&](size_t a, size_t b) {
-    const BufferLife &x = bufs[a].life, &y = bufs[b].life;
-    int64_t sx = align_up(x.bytes), sy = align_up(y.bytes);
-    if (sx != sy) return sx > sy;
-    if (x.first != y.first) return x.first < y.first;
-    return x.root < y.root;
-  });
-  std::vector<Occupied> placed;
-  std::vector<const Occupied*> clashing;
-  int64_t arena_end = base;
-  for (size_t i : ids) {
-    PlannedBuffer& b = bufs[i];
-    const int64_t size = align_up(b.life.bytes);
-    b.offset = base;
-    if (size == 0) continue;  // empty tensors occupy nothing
-    clashing.clear();
-    for (const Occupied& o : placed)
-      if (overlaps(b.life, o)) clashing.push_back(&o);
-    std::sort(clashing.begin(), clashing.end(), [](const Occupied* x, const Occupied* y) {
-      return x->offset != y->offset ? x->offset < y->offset : x->end < y->end;
-    });
-    int64_t candidate = base;
-    for (const Occupied* o : clashing) {
-      if (o->offset >= candidate + size) break;  // the gap below `o` is large enough
-      candidate = std::max(candidate, o->end);
-    }
-    b.offset = candidate;
-    placed.push_back(Occupied{b.life.first, b.life.last, candidate, candidate + size});
-    arena_end = std::max(arena_end, candidate + b.life.bytes);
-  }
-  return arena_end;
-}
-
 // Sizes in an error: "1.2 GiB", with the exact byte counts when the rounded forms would read the same.
 std::pair<std::string, std::string> two_sizes(int64_t a, int64_t b) {
   std::string sa = format_size(a), sb = format_size(b);
@@ -65,10 +19,11 @@ std::pair<std::string, std::string> two_sizes(int64_t a, int64_t b) {
 
 }  // namespace
 
-Result<MemoryPlan> plan_memory_unchecked(const Graph& g) {
+Result<MemoryPlan> plan_memory_unchecked(const Graph& g, Assignment assignment) {
   Liveness lv = LMS_TRY(compute_liveness(g));
   MemoryPlan plan;
   plan.num_positions = lv.num_positions;
+  plan.assignment = assignment;
   plan.buffer_of_value = lv.buffer_of_value;
   plan.buffers.reserve(lv.buffers.size());
   for (const BufferLife& b : lv.buffers) plan.buffers.push_back(PlannedBuffer{b, 0});
@@ -91,7 +46,7 @@ Result<MemoryPlan> plan_memory_unchecked(const Graph& g) {
       end += align_up(b.life.bytes);
       if (where == Placement::device) plan.persistent_bytes += b.life.bytes;
     }
-    int64_t arena = std::max(raw_end, place_greedy(plan.buffers, std::move(transient), end));
+    int64_t arena = std::max(raw_end, assign_offsets(plan.buffers, std::move(transient), end, assignment));
     if (where == Placement::device) {
       plan.persistent_end = end;
       plan.device_arena_bytes = arena;
@@ -149,7 +104,7 @@ Error does_not_fit(const Graph& g, const MemoryPlan& plan, int64_t budget_bytes)
 
 Result<MemoryPlan> plan_memory(const Graph& g, const PlanOptions& opts) {
   if (opts.budget_bytes < 0) return fail("budget {} is negative", opts.budget_bytes);
-  MemoryPlan plan = LMS_TRY(plan_memory_unchecked(g));
+  MemoryPlan plan = LMS_TRY(plan_memory_unchecked(g, opts.assignment));
   plan.budget_bytes = opts.budget_bytes;
   if (plan.device_arena_bytes > opts.budget_bytes)
     return std::unexpected(does_not_fit(g, plan, opts.budget_bytes));

@@ -1,33 +1,31 @@
 // The memory planner: a static offset for every buffer of a scheduled graph, in one device arena and one host
 // arena, so that the planned peak *is* the peak and no allocator runs during a step. Buffers are storage
 // roots with liveness intervals (plan/liveness.h); two buffers may share addresses only if their intervals
-// are disjoint. This first algorithm (docs/planner.md) puts persistent buffers (parameters and state, live
-// for the whole program) contiguously at the bottom of the device arena, then places the other buffers
-// greedily, largest first, at the lowest aligned offset that clashes with no already-placed buffer whose
-// interval overlaps. The device arena's size is the planned peak; a budget below it is an error before
-// anything runs, naming the peak, the budget and the op at the liveness peak.
+// are disjoint. Persistent buffers (parameters and state, live for the whole program) go contiguously at the
+// bottom of the device arena; the other buffers are placed above them by one of the assignment algorithms of
+// plan/assignment.h (PlanOptions::assignment). The device arena's size is the planned peak; a budget below it
+// is an error before anything runs, naming the peak, the budget and the op at the liveness peak. The plan
+// also reports fragmentation: the planned peak against the liveness lower bound.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "lms/ir/graph.h"
+#include "lms/plan/assignment.h"
 #include "lms/plan/liveness.h"
 #include "lms/support/error.h"
 #include "lms/support/size.h"
 
 namespace lms {
 
-// Every buffer starts at a multiple of this (cache lines; vector loads; what cudaMalloc and oneDNN expect).
-inline constexpr int64_t kArenaAlignment = 64;
+// The assignment algorithm plans use unless told otherwise: the one with the smaller arenas on our models'
+// training graphs (bench/planner_bench.cc; the numbers are in docs/planner.md).
+inline constexpr Assignment kDefaultAssignment = Assignment::greedy_by_size;
 
 struct PlanOptions {
-  int64_t budget_bytes = kUnlimitedBytes;  // device bytes available; a planned peak above it is an error
-};
-
-struct PlannedBuffer {
-  BufferLife life;     // root, placement, bytes, persistence and interval
-  int64_t offset = 0;  // in its placement's arena; a multiple of kArenaAlignment
+  int64_t budget_bytes = kUnlimitedBytes;      // device bytes available; a planned peak above it is an error
+  Assignment assignment = kDefaultAssignment;  // how non-persistent buffers get their offsets
 };
 
 struct MemoryPlan {
@@ -44,8 +42,15 @@ struct MemoryPlan {
   int peak_position = -1;                  // first position where live device bytes reach the lower bound
   int64_t peak_transient_bytes = 0;        // non-persistent device bytes live there
   int64_t budget_bytes = kUnlimitedBytes;  // the budget it was planned for
+  Assignment assignment = kDefaultAssignment;  // the algorithm that placed it
 
   const PlannedBuffer& of(ValueId v) const { return buffers[buffer_of_value[v.v]]; }
+  // Fragmentation: the planned peak's excess over the liveness lower bound, as a fraction of the bound
+  // (0 = no placement of this schedule could be smaller; 0 when the bound is 0).
+  double fragmentation() const {
+    return lower_bound_bytes > 0 ? static_cast<double>(device_arena_bytes - lower_bound_bytes) / lower_bound_bytes
+                                 : 0.0;
+  }
 };
 
 // Plans `scheduled` (node-id order is the execution order; checked). Errors: not in schedule order, or the
@@ -53,12 +58,9 @@ struct MemoryPlan {
 Result<MemoryPlan> plan_memory(const Graph& scheduled, const PlanOptions& opts = {});
 
 // The same placement without the budget check (for reports that show a plan that does not fit).
-Result<MemoryPlan> plan_memory_unchecked(const Graph& scheduled);
+Result<MemoryPlan> plan_memory_unchecked(const Graph& scheduled, Assignment assignment = kDefaultAssignment);
 
 // The error plan_memory returns when `plan` does not fit `budget_bytes` (exposed for reports and tests).
 Error does_not_fit(const Graph& scheduled, const MemoryPlan& plan, int64_t budget_bytes);
-
-// Rounds up to the next multiple of kArenaAlignment.
-inline int64_t align_up(int64_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
 }  // namespace lms

@@ -1,0 +1,94 @@
+// The two offset-assignment algorithms (see assignment.h and docs/planner.md).
+#include "lms/plan/assignment.h"
+
+#include <algorithm>
+
+namespace lms {
+
+namespace {
+
+// An already-placed buffer, as the gap search sees it.
+struct Occupied {
+  int first = 0, last = 0;  // interval (inclusive)
+  int64_t offset = 0;       // start
+  int64_t end = 0;          // offset + aligned size: the next buffer above may start here
+};
+
+bool overlaps(const BufferLife& a, const Occupied& b) { return !(a.last < b.first || b.last < a.first); }
+
+// The placement order of each algorithm; every comparison ends on the root id, so the order is total.
+void sort_for(Assignment a, const std::vector<PlannedBuffer>& bufs, std::vector<size_t>& ids) {
+  std::sort(ids.begin(), ids.end(), [&](size_t i, size_t j) {
+    const BufferLife &x = bufs[i].life, &y = bufs[j].life;
+    const int64_t sx = align_up(x.bytes), sy = align_up(y.bytes);
+    if (a == Assignment::best_fit_by_lifetime) {
+      if (x.first != y.first) return x.first < y.first;
+      if (x.last != y.last) return x.last > y.last;  // the longer-lived one first: it constrains more
+      if (sx != sy) return sx > sy;
+      return x.root < y.root;
+    }
+    if (sx != sy) return sx > sy;
+    if (x.first != y.first) return x.first < y.first;
+    return x.root < y.root;
+  });
+}
+
+// The offset for a buffer of aligned `size` given the placed buffers it clashes with, sorted by offset.
+// First fit takes the lowest gap that holds it; best fit the smallest such gap (ties: the lowest). Either
+// falls back to the space above every clashing buffer.
+int64_t choose_gap(Assignment a, const std::vector<const Occupied*>& clashing, int64_t base, int64_t size) {
+  int64_t cursor = base;  // the lowest free offset above everything seen so far
+  std::optional<int64_t> best;
+  int64_t best_gap = 0;
+  for (const Occupied* o : clashing) {
+    if (o->offset >= cursor + size) {  // the gap [cursor, o->offset) holds it
+      if (a == Assignment::greedy_by_size) return cursor;
+      const int64_t gap = o->offset - cursor;
+      if (!best || gap < best_gap) best = cursor, best_gap = gap;
+    }
+    cursor = std::max(cursor, o->end);
+  }
+  return best.value_or(cursor);
+}
+
+}  // namespace
+
+std::string_view assignment_name(Assignment a) {
+  switch (a) {
+    case Assignment::greedy_by_size: return "greedy_by_size";
+    case Assignment::best_fit_by_lifetime: return "best_fit_by_lifetime";
+  }
+  return "?";
+}
+
+std::optional<Assignment> parse_assignment(std::string_view name) {
+  for (Assignment a : kAllAssignments)
+    if (assignment_name(a) == name) return a;
+  return std::nullopt;
+}
+
+int64_t assign_offsets(std::vector<PlannedBuffer>& bufs, std::vector<size_t> ids, int64_t base, Assignment a) {
+  sort_for(a, bufs, ids);
+  std::vector<Occupied> placed;
+  placed.reserve(ids.size());
+  std::vector<const Occupied*> clashing;
+  int64_t arena_end = base;
+  for (size_t i : ids) {
+    PlannedBuffer& b = bufs[i];
+    const int64_t size = align_up(b.life.bytes);
+    b.offset = base;
+    if (size == 0) continue;  // empty tensors occupy nothing
+    clashing.clear();
+    for (const Occupied& o : placed)
+      if (overlaps(b.life, o)) clashing.push_back(&o);
+    std::sort(clashing.begin(), clashing.end(), [](const Occupied* x, const Occupied* y) {
+      return x->offset != y->offset ? x->offset < y->offset : x->end < y->end;
+    });
+    b.offset = choose_gap(a, clashing, base, size);
+    placed.push_back(Occupied{b.life.first, b.life.last, b.offset, b.offset + size});
+    arena_end = std::max(arena_end, b.offset + b.life.bytes);
+  }
+  return arena_end;
+}
+
+}  // namespace lms
