@@ -2,10 +2,13 @@
 // on a backend under a device budget (runtime/trainer.h does the work). On a terminal it redraws a progress
 // bar in place; otherwise it prints about kProgressLines plain lines; with --json only the JSON object.
 // Ctrl-C stops after the current step: the report covers the steps done, --save still writes, and the exit
-// code is kExitInterrupted.
+// code is kExitInterrupted. --trace FILE writes a Chrome trace of the first steps and the last (docs/trace.md);
+// the file is created before training, so a path that cannot be written is an error before any step runs.
 #include <csignal>
 #include <cmath>
+#include <filesystem>
 #include <memory>
+#include <optional>
 
 #include <unistd.h>
 
@@ -41,6 +44,7 @@ struct TrainCmd {
   double lr = 0, momentum = 0.9, weight_decay = 0;
   bool nesterov = false;
   std::string save, load;
+  std::string trace;  // empty: no trace
   bool json = false;
   CLI::Option *steps_opt = nullptr, *epochs_opt = nullptr, *lr_opt = nullptr;
 };
@@ -128,6 +132,7 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
   fmt::print("  step time      {:.3g} ms median, {:.0f} samples/s\n", r.step_seconds_median * 1e3, r.samples_per_second);
   if (r.test_accuracy) fmt::print("  test accuracy  {:.4f} ({} samples)\n", *r.test_accuracy, r.test_samples);
   if (!c.save.empty()) fmt::print("  saved          {}\n", c.save);
+  if (!c.trace.empty()) fmt::print("  trace          {}\n", c.trace);
 }
 
 int run(const TrainCmd& c) {
@@ -141,6 +146,11 @@ int run(const TrainCmd& c) {
     if (!values) return report(values.error());
     checkpoint = std::move(*values);
     opts->initial_values = &checkpoint;
+  }
+  std::optional<TraceWriter> trace;
+  if (!c.trace.empty()) {
+    if (auto ok = check_trace_path(c.trace); !ok) return report(ok.error());
+    opts->trace = &trace.emplace();
   }
 
   const bool tty = !c.json && isatty(STDOUT_FILENO) == 1;
@@ -171,7 +181,13 @@ int run(const TrainCmd& c) {
   auto result = train(*forward, *opts, progress);
   sigaction(SIGINT, &previous, nullptr);
   if (bar_drawn) fmt::print("\n");
-  if (!result) return report(result.error());
+  if (!result) {
+    if (trace) std::filesystem::remove(c.trace);  // not left behind empty: it was created only as a check
+    return report(result.error());
+  }
+  if (trace) {
+    if (auto w = trace->write(c.trace); !w) return report(w.error());
+  }
 
   if (!c.save.empty()) {
     if (auto w = write_npz(c.save, result->values); !w) return report(w.error());
@@ -212,6 +228,9 @@ void add_train_command(CLI::App& root, int& exit_code) {
   sub->add_option("--weight-decay", c->weight_decay, "L2 penalty added to the gradient")->capture_default_str();
   sub->add_option("--save", c->save, "Write the trained parameters and state to this .npz file");
   sub->add_option("--load", c->load, "Start from the parameters and state in this .npz file");
+  sub->add_option("--trace", c->trace,
+                  fmt::format("Write a Chrome trace (Perfetto) of the first {} steps and the last to this file",
+                              kTracedFirstSteps));
   sub->add_flag("--json", c->json, "Print one JSON object instead of progress and text");
   sub->callback([c, &exit_code] { exit_code = run(*c); });
 }

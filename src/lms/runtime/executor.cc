@@ -4,11 +4,25 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "lms/ir/verifier.h"
 #include "lms/runtime/init.h"
 
 namespace lms {
+
+namespace {
+
+// A node's name in the trace: its output values' names ("node #N" for a node without outputs).
+std::string trace_name(const Graph& g, NodeId n) {
+  const Node& node = g.node(n);
+  if (node.outputs.empty()) return fmt::format("node #{}", n.v);
+  std::string name;
+  for (ValueId v : node.outputs) name += (name.empty() ? "" : ", ") + g.value(v).name;
+  return name;
+}
+
+}  // namespace
 
 Result<Executor> Executor::create(const Program& program, Backend& backend, ExecutorOptions opts) {
   LMS_TRY_VOID(backend.allocate_arenas(program.device_arena_bytes(), program.host_arena_bytes()));
@@ -122,7 +136,7 @@ Result<void> Executor::feed(std::span<const Feed> feeds) {
   return {};
 }
 
-Result<void> Executor::issue_all(int64_t& max_live) {
+Result<void> Executor::issue_all(int64_t& max_live, TraceWriter* trace) {
   const Graph& g = program_->graph();
   const MemoryPlan& plan = program_->memory();
   // Live device bytes as the step proceeds: persistent buffers and the fed inputs from the start, others from
@@ -130,23 +144,33 @@ Result<void> Executor::issue_all(int64_t& max_live) {
   std::vector<int> remaining = uses_;
   std::vector<bool> live(plan.buffers.size(), false);
   int64_t live_bytes = 0;
+  int64_t live_host_bytes = 0;  // only for the trace
   auto make_live = [&](int32_t b) {
     if (live[b]) return;
     live[b] = true;
-    if (plan.buffers[b].life.placement == Placement::device) live_bytes += plan.buffers[b].life.bytes;
+    (plan.buffers[b].life.placement == Placement::device ? live_bytes : live_host_bytes) += plan.buffers[b].life.bytes;
   };
   for (size_t b = 0; b < plan.buffers.size(); ++b)
     if (plan.buffers[b].life.persistent || plan.buffers[b].life.input) make_live(static_cast<int32_t>(b));
   max_live = live_bytes;
+  using Clock = TraceWriter::Clock;
+  if (trace) trace->memory(Clock::now(), live_bytes, live_host_bytes);
 
   std::vector<int32_t> touched;
   for (NodeId n : g.node_ids()) {
     const StreamId s = program_->stream(n);
     for (EventId e : program_->waits(n)) LMS_TRY_VOID(backend_->wait(s, e));
+    const std::pair before{live_bytes, live_host_bytes};
     for (ValueId v : g.node(n).outputs) make_live(plan.buffer_of_value[v.v]);
     max_live = std::max(max_live, live_bytes);
+    const Clock::time_point start = trace ? Clock::now() : Clock::time_point{};
+    if (trace && std::pair{live_bytes, live_host_bytes} != before) trace->memory(start, live_bytes, live_host_bytes);
     if (auto r = backend_->run(*program_, n); !r) return wrap(node_label(g, n), r.error());
     if (auto e = program_->recorded(n)) LMS_TRY_VOID(backend_->record(*e, s));
+    // The reference backend runs a node before `run` returns, so these are its times; an asynchronous backend
+    // will have to report its own (docs/trace.md).
+    const Clock::time_point end = trace ? Clock::now() : Clock::time_point{};
+    if (trace) trace->complete(trace_name(g, n), std::string(op_name(g.node(n).op)), n.v, s, start, end);
 
     touched.clear();
     for (ValueId v : g.node(n).inputs) touched.push_back(plan.buffer_of_value[v.v]);
@@ -154,17 +178,19 @@ Result<void> Executor::issue_all(int64_t& max_live) {
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (int32_t b : touched) remaining[b]--;
     for (ValueId v : g.node(n).outputs) touched.push_back(plan.buffer_of_value[v.v]);
+    const std::pair held{live_bytes, live_host_bytes};
     for (int32_t b : touched) {
       if (live[b] && remaining[b] == 0 && !pinned_[b]) {
         live[b] = false;
-        if (plan.buffers[b].life.placement == Placement::device) live_bytes -= plan.buffers[b].life.bytes;
+        (plan.buffers[b].life.placement == Placement::device ? live_bytes : live_host_bytes) -= plan.buffers[b].life.bytes;
       }
     }
+    if (trace && std::pair{live_bytes, live_host_bytes} != held) trace->memory(end, live_bytes, live_host_bytes);
   }
   return {};
 }
 
-Result<StepResult> Executor::step(std::span<const Feed> feeds) {
+Result<StepResult> Executor::step(std::span<const Feed> feeds, TraceWriter* trace) {
   if (!initialized_) return fail("step: parameters and state were never written (initialize or load first)");
   const int64_t arena = program_->device_arena_bytes();
   const int64_t region = program_->memory().persistent_end;
@@ -173,7 +199,7 @@ Result<StepResult> Executor::step(std::span<const Feed> feeds) {
   StepResult r;
   auto start = std::chrono::steady_clock::now();
   LMS_TRY_VOID(feed(feeds));
-  LMS_TRY_VOID(issue_all(r.max_live_bytes));
+  LMS_TRY_VOID(issue_all(r.max_live_bytes, trace));
   LMS_TRY_VOID(backend_->synchronize());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -6,6 +6,8 @@
 // die when their last use completes: an observation independent of the planner's intervals); and, in the
 // validation mode, the peak device bytes actually touched: the region above the parameters is poisoned with
 // kPoisonByte before the step and scanned afterwards for the highest byte that changed (docs/runtime.md).
+// Given a TraceWriter, a step also reports every node's start and end on its stream and the device and host
+// bytes live after each allocation and free point (docs/trace.md).
 #pragma once
 
 #include <cstddef>
@@ -18,6 +20,7 @@
 #include "lms/runtime/backend.h"
 #include "lms/runtime/program.h"
 #include "lms/runtime/tensor.h"
+#include "lms/runtime/trace.h"
 #include "lms/support/error.h"
 
 namespace lms {
@@ -65,14 +68,15 @@ class Executor {
   // reading them would be a silent wrong answer and is an error instead.
   Result<HostTensor> read(ValueId v) const;
 
-  // Runs one step. Every program input must be fed exactly once with its exact type.
-  Result<StepResult> step(std::span<const Feed> feeds);
+  // Runs one step. Every program input must be fed exactly once with its exact type. With `trace`, the step's
+  // node runs and live bytes are added to it.
+  Result<StepResult> step(std::span<const Feed> feeds, TraceWriter* trace = nullptr);
 
  private:
   Executor(const Program& p, Backend& b, ExecutorOptions o) : program_(&p), backend_(&b), opts_(o) {}
   Result<void> write(ValueId v, const HostTensor& t);
   Result<void> feed(std::span<const Feed> feeds);
-  Result<void> issue_all(int64_t& max_live);
+  Result<void> issue_all(int64_t& max_live, TraceWriter* trace);
 
   const Program* program_;
   Backend* backend_;

@@ -112,7 +112,9 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
       const int64_t epoch = step / rep.steps_per_epoch;
       LMS_TRY_VOID(data->train_batch(epoch, step % rep.steps_per_epoch, xs, ls));
       const Feed feeds[] = {{x, &xs}, {labels, &ls}};
-      StepResult r = LMS_TRY(ex.step(feeds));
+      TraceWriter* trace = opts.trace != nullptr && traced_step(step, total) ? opts.trace : nullptr;
+      if (trace) trace->set_step(step);
+      StepResult r = LMS_TRY(ex.step(feeds, trace));
       rep.losses.push_back(r.outputs.front().get(0));
       rep.step_seconds.push_back(r.seconds);
       rep.peak_device_bytes = std::max(rep.peak_device_bytes, r.touched_bytes);

@@ -16,6 +16,7 @@
 #include "lms/data/data.h"
 #include "lms/ir/graph.h"
 #include "lms/runtime/tensor.h"
+#include "lms/runtime/trace.h"
 #include "lms/support/error.h"
 #include "lms/support/size.h"
 
@@ -33,7 +34,14 @@ struct TrainOptions {
   bool keep_values = false;                  // return the trained parameters and state
   bool evaluate = false;                     // measure accuracy on the test split after training
   bool validate = true;                      // poison and scan every step to measure the touched peak
+  TraceWriter* trace = nullptr;              // record the traced steps (traced_step) into this
 };
+
+// A trace holds the first kTracedFirstSteps steps and the last one: enough to see warm-up and a steady step,
+// and bounded, so a run of thousands of steps does not write gigabytes.
+inline constexpr int64_t kTracedFirstSteps = 3;
+// Whether 0-based step `step` of `total` is traced.
+inline bool traced_step(int64_t step, int64_t total) { return step < kTracedFirstSteps || step == total - 1; }
 
 // What the progress callback sees after each step.
 struct StepProgress {
