@@ -5,6 +5,9 @@
 #include <string>
 
 #include "lms/backends/reference/reference_backend.h"
+#ifdef LMS_HAVE_CPU_BACKEND
+#include "lms/backends/cpu/cpu_backend.h"
+#endif
 
 namespace lms {
 
@@ -16,6 +19,9 @@ std::span<const std::string_view> backend_names() { return kBackendNames; }
 
 Result<std::unique_ptr<Backend>> make_backend(std::string_view device, const BackendOptions& opts) {
   if (device == "reference") return std::unique_ptr<Backend>(std::make_unique<ReferenceBackend>(opts));
+#ifdef LMS_HAVE_CPU_BACKEND
+  if (device == "cpu") return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(opts));
+#endif
   for (std::string_view known : kBackendNames)
     if (device == known) return fail("device '{}' is not available yet in this build", device);
   std::string list;

@@ -1,0 +1,263 @@
+// The cpu backend (see cpu_backend.h): arenas, stream threads, events, and per-node kernels.
+#include "lms/backends/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "lms/backends/reference/kernels.h"
+#include "lms/runtime/program.h"
+
+namespace lms {
+
+void CpuBackend::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
+
+CpuBackend::CpuBackend(BackendOptions opts) : opts_(opts) {
+  for (int s = 0; s < kNumStreams; ++s) streams_[s].thread = std::thread([this, s] { worker(s); });
+}
+
+CpuBackend::~CpuBackend() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (Stream& s : streams_) s.thread.join();
+}
+
+void CpuBackend::worker(int s) {
+  Stream& st = streams_[s];
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !st.queue.empty(); });
+    if (st.queue.empty()) return;  // stopping, and nothing left to run
+    Task task = std::move(st.queue.front());
+    st.queue.pop_front();
+    // After a failure, later kernels would read garbage; only the event work still runs (it never fails on
+    // its own and keeps other streams from waiting forever).
+    if (first_error_ && !task.always) {
+      cv_.notify_all();
+      continue;
+    }
+    st.busy = true;
+    lock.unlock();
+    Result<void> r = task.work();
+    lock.lock();
+    st.busy = false;
+    if (!r && !first_error_) first_error_ = r.error();
+    cv_.notify_all();
+  }
+}
+
+void CpuBackend::enqueue(StreamId s, Task t) {
+  {
+    std::lock_guard lock(mu_);
+    streams_[static_cast<int>(s)].queue.push_back(std::move(t));
+  }
+  cv_.notify_all();
+}
+
+void CpuBackend::drain() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] {
+    for (const Stream& s : streams_)
+      if (!s.queue.empty() || s.busy) return false;
+    return true;
+  });
+}
+
+Result<void> CpuBackend::synchronize() {
+  drain();
+  std::lock_guard lock(mu_);
+  if (first_error_) {
+    Error e = std::move(*first_error_);
+    first_error_.reset();
+    return std::unexpected(std::move(e));
+  }
+  return {};
+}
+
+Result<void> CpuBackend::allocate_arenas(int64_t device_bytes, int64_t host_bytes) {
+  if (device_bytes_ >= 0) return fail("cpu backend: arenas are allocated once, and already were");
+  if (device_bytes < 0 || host_bytes < 0)
+    return fail("cpu backend: negative arena size (device {}, host {})", device_bytes, host_bytes);
+  if (device_bytes > opts_.device_budget_bytes)
+    return fail("cpu backend: device arena of {} exceeds the budget of {}", format_size(device_bytes),
+                format_size(opts_.device_budget_bytes));
+  // aligned_alloc needs a size that is a multiple of the alignment, and a non-zero one to return a pointer.
+  auto alloc = [](int64_t bytes) -> std::byte* {
+    int64_t rounded = std::max<int64_t>(align_up(bytes), kArenaAlignment);
+    return static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, static_cast<size_t>(rounded)));
+  };
+  Arena device(alloc(device_bytes)), host(alloc(host_bytes));
+  if (!device || !host)
+    return fail("cpu backend: cannot allocate arenas of {} (device) and {} (host)", format_size(device_bytes),
+                format_size(host_bytes));
+  device_ = std::move(device);
+  host_ = std::move(host);
+  device_bytes_ = device_bytes;
+  host_bytes_ = host_bytes;
+  return {};
+}
+
+Result<void> CpuBackend::prepare(const Program& program) {
+  if (device_bytes_ < 0) return fail("cpu backend: prepare before allocate_arenas");
+  if (program.device_arena_bytes() > device_bytes_ || program.host_arena_bytes() > host_bytes_)
+    return fail("cpu backend: the program needs arenas of {} and {}, but {} and {} were allocated",
+                program.device_arena_bytes(), program.host_arena_bytes(), device_bytes_, host_bytes_);
+  drain();  // nothing of an earlier program may still be running on the buffers being rebound
+  if (!dnnl_) dnnl_ = LMS_TRY(cpu::make_dnnl_context());
+  const Graph& g = program.graph();
+  refs_.clear();
+  node_refs_.assign(g.num_nodes(), NodeRefs{});
+  auto ref = [&](ValueId v) {
+    Location loc = program.location(v);
+    std::byte* base = loc.placement == Placement::device ? device_.get() : host_.get();
+    refs_.push_back(TensorRef{&g.value(v).type, base + loc.offset});
+  };
+  for (NodeId n : g.node_ids()) {
+    NodeRefs& r = node_refs_[n.v];
+    r.inputs_first = static_cast<uint32_t>(refs_.size());
+    for (ValueId v : g.node(n).inputs) ref(v);
+    r.inputs_count = static_cast<uint32_t>(g.node(n).inputs.size());
+    r.outputs_first = static_cast<uint32_t>(refs_.size());
+    for (ValueId v : g.node(n).outputs) ref(v);
+    r.outputs_count = static_cast<uint32_t>(g.node(n).outputs.size());
+  }
+  // refs_ is complete: its pointers are now stable for the kernel calls built below.
+  kernels_.clear();
+  kernels_.resize(g.num_nodes());
+  for (NodeId n : g.node_ids()) {
+    const NodeRefs& r = node_refs_[n.v];
+    KernelCall call;
+    call.op = g.node(n).op;
+    call.attrs = &g.node(n).attrs;
+    call.inputs = std::span<const TensorRef>(refs_.data() + r.inputs_first, r.inputs_count);
+    call.outputs = std::span<const TensorRef>(refs_.data() + r.outputs_first, r.outputs_count);
+    kernels_[n.v] = LMS_TRY(cpu::prepare_dnnl_kernel(*dnnl_, call));
+  }
+  {
+    std::lock_guard lock(mu_);
+    records_enqueued_.assign(program.num_events(), 0);
+    records_done_.assign(program.num_events(), 0);
+  }
+  prepared_ = &program;
+  return {};
+}
+
+int64_t CpuBackend::dnnl_nodes() const {
+  return std::ranges::count_if(kernels_, [](const auto& k) { return k != nullptr; });
+}
+
+int64_t CpuBackend::scratchpad_bytes() const {
+  int64_t total = 0;
+  for (const auto& k : kernels_)
+    if (k) total += k->scratchpad_bytes();
+  return total;
+}
+
+Result<void> CpuBackend::run_node(NodeId n) {
+  if (kernels_[n.v]) return kernels_[n.v]->run();
+  // Not covered by oneDNN yet: the reference kernel (correct, slow) on this stream's thread.
+  const Node& node = prepared_->graph().node(n);
+  const NodeRefs& r = node_refs_[n.v];
+  KernelCall call;
+  call.op = node.op;
+  call.attrs = &node.attrs;
+  call.inputs = std::span<const TensorRef>(refs_.data() + r.inputs_first, r.inputs_count);
+  call.outputs = std::span<const TensorRef>(refs_.data() + r.outputs_first, r.outputs_count);
+  return run_reference_kernel(call);
+}
+
+Result<void> CpuBackend::run(const Program& program, NodeId n) {
+  if (&program != prepared_) return fail("cpu backend: run on a program that was not prepared");
+  const Graph& g = program.graph();
+  if (n.v >= g.num_nodes()) return fail("cpu backend: no node #{}", n.v);
+  // Inputs are fed and parameters and state written by the executor; constants are kernels like any op.
+  if (g.def(n).traits.source && g.node(n).op != Op::constant) return {};
+  enqueue(program.stream(n), Task{[this, n] { return run_node(n); }});
+  return {};
+}
+
+Result<void> CpuBackend::record(EventId e, StreamId stream) {
+  if (static_cast<int>(stream) >= kNumStreams) return fail("cpu backend: no stream {}", static_cast<int>(stream));
+  {
+    std::lock_guard lock(mu_);
+    if (e.v >= records_enqueued_.size())
+      return fail("cpu backend: no event {} (the program has {})", e.v, records_enqueued_.size());
+    ++records_enqueued_[e.v];
+  }
+  enqueue(stream, Task{[this, e]() -> Result<void> {
+                         {
+                           std::lock_guard lock(mu_);
+                           ++records_done_[e.v];
+                         }
+                         cv_.notify_all();
+                         return {};
+                       },
+                       true});
+  return {};
+}
+
+Result<void> CpuBackend::wait(StreamId stream, EventId e) {
+  if (static_cast<int>(stream) >= kNumStreams) return fail("cpu backend: no stream {}", static_cast<int>(stream));
+  uint64_t target = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (e.v >= records_enqueued_.size())
+      return fail("cpu backend: no event {} (the program has {})", e.v, records_enqueued_.size());
+    target = records_enqueued_[e.v];
+  }
+  // Waiting on an event no record was enqueued for would wait forever: the Program is wrong.
+  if (target == 0)
+    return fail("cpu backend: {} waits on event {}, which was never recorded", stream_name(stream), e.v);
+  enqueue(stream, Task{[this, e, target]() -> Result<void> {
+                         std::unique_lock lock(mu_);
+                         cv_.wait(lock, [&] { return records_done_[e.v] >= target; });
+                         return {};
+                       },
+                       true});
+  return {};
+}
+
+Result<void> CpuBackend::check_range(std::string_view what, int64_t offset, int64_t bytes) const {
+  if (device_bytes_ < 0) return fail("cpu backend: {} before allocate_arenas", what);
+  if (offset < 0 || bytes < 0 || offset > device_bytes_ - bytes)
+    return fail("cpu backend: {} of {} bytes at offset {} is outside the device arena of {} bytes", what, bytes,
+                offset, device_bytes_);
+  return {};
+}
+
+// The host-side copies and scans are synchronous: they wait for the streams first, so they never race with
+// enqueued kernels on the same bytes.
+Result<void> CpuBackend::copy_to_device(int64_t offset, const void* src, int64_t bytes) {
+  LMS_TRY_VOID(check_range("copy_to_device", offset, bytes));
+  drain();
+  if (bytes > 0) std::memcpy(device_.get() + offset, src, static_cast<size_t>(bytes));
+  return {};
+}
+
+Result<void> CpuBackend::copy_from_device(int64_t offset, void* dst, int64_t bytes) {
+  LMS_TRY_VOID(check_range("copy_from_device", offset, bytes));
+  drain();
+  if (bytes > 0) std::memcpy(dst, device_.get() + offset, static_cast<size_t>(bytes));
+  return {};
+}
+
+Result<void> CpuBackend::poison_device(int64_t offset, int64_t bytes, std::byte pattern) {
+  LMS_TRY_VOID(check_range("poison_device", offset, bytes));
+  drain();
+  if (bytes > 0) std::memset(device_.get() + offset, std::to_integer<int>(pattern), static_cast<size_t>(bytes));
+  return {};
+}
+
+Result<int64_t> CpuBackend::last_changed_byte(int64_t offset, int64_t bytes, std::byte pattern) {
+  LMS_TRY_VOID(check_range("last_changed_byte", offset, bytes));
+  drain();
+  const std::byte* base = device_.get();
+  for (int64_t i = offset + bytes - 1; i >= offset; --i)
+    if (base[i] != pattern) return i;
+  return int64_t{-1};
+}
+
+}  // namespace lms
