@@ -10,8 +10,6 @@
 
 namespace lms {
 
-void CpuBackend::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
-
 CpuBackend::CpuBackend(BackendOptions opts) : opts_(opts) {
   for (int s = 0; s < kNumStreams; ++s) streams_[s].thread = std::thread([this, s] { worker(s); });
 }
@@ -78,33 +76,11 @@ Result<void> CpuBackend::synchronize() {
 }
 
 Result<void> CpuBackend::allocate_arenas(int64_t device_bytes, int64_t host_bytes) {
-  if (device_bytes_ >= 0) return fail("cpu backend: arenas are allocated once, and already were");
-  if (device_bytes < 0 || host_bytes < 0)
-    return fail("cpu backend: negative arena size (device {}, host {})", device_bytes, host_bytes);
-  if (device_bytes > opts_.device_budget_bytes)
-    return fail("cpu backend: device arena of {} exceeds the budget of {}", format_size(device_bytes),
-                format_size(opts_.device_budget_bytes));
-  // aligned_alloc needs a size that is a multiple of the alignment, and a non-zero one to return a pointer.
-  auto alloc = [](int64_t bytes) -> std::byte* {
-    int64_t rounded = std::max<int64_t>(align_up(bytes), kArenaAlignment);
-    return static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, static_cast<size_t>(rounded)));
-  };
-  Arena device(alloc(device_bytes)), host(alloc(host_bytes));
-  if (!device || !host)
-    return fail("cpu backend: cannot allocate arenas of {} (device) and {} (host)", format_size(device_bytes),
-                format_size(host_bytes));
-  device_ = std::move(device);
-  host_ = std::move(host);
-  device_bytes_ = device_bytes;
-  host_bytes_ = host_bytes;
-  return {};
+  return arenas_.allocate("cpu backend", device_bytes, host_bytes, opts_.device_budget_bytes);
 }
 
 Result<void> CpuBackend::prepare(const Program& program) {
-  if (device_bytes_ < 0) return fail("cpu backend: prepare before allocate_arenas");
-  if (program.device_arena_bytes() > device_bytes_ || program.host_arena_bytes() > host_bytes_)
-    return fail("cpu backend: the program needs arenas of {} and {}, but {} and {} were allocated",
-                program.device_arena_bytes(), program.host_arena_bytes(), device_bytes_, host_bytes_);
+  LMS_TRY_VOID(arenas_.check_program("cpu backend", program));
   drain();  // nothing of an earlier program may still be running on the buffers being rebound
   if (!dnnl_) dnnl_ = LMS_TRY(cpu::make_dnnl_context());
   const Graph& g = program.graph();
@@ -112,7 +88,7 @@ Result<void> CpuBackend::prepare(const Program& program) {
   node_refs_.assign(g.num_nodes(), NodeRefs{});
   auto ref = [&](ValueId v) {
     Location loc = program.location(v);
-    std::byte* base = loc.placement == Placement::device ? device_.get() : host_.get();
+    std::byte* base = loc.placement == Placement::device ? arenas_.device() : arenas_.host();
     refs_.push_back(TensorRef{&g.value(v).type, base + loc.offset});
   };
   for (NodeId n : g.node_ids()) {
@@ -221,11 +197,7 @@ Result<void> CpuBackend::wait(StreamId stream, EventId e) {
 }
 
 Result<void> CpuBackend::check_range(std::string_view what, int64_t offset, int64_t bytes) const {
-  if (device_bytes_ < 0) return fail("cpu backend: {} before allocate_arenas", what);
-  if (offset < 0 || bytes < 0 || offset > device_bytes_ - bytes)
-    return fail("cpu backend: {} of {} bytes at offset {} is outside the device arena of {} bytes", what, bytes,
-                offset, device_bytes_);
-  return {};
+  return arenas_.check_range("cpu backend", what, offset, bytes);
 }
 
 // The host-side copies and scans are synchronous: they wait for the streams first, so they never race with
@@ -233,28 +205,28 @@ Result<void> CpuBackend::check_range(std::string_view what, int64_t offset, int6
 Result<void> CpuBackend::copy_to_device(int64_t offset, const void* src, int64_t bytes) {
   LMS_TRY_VOID(check_range("copy_to_device", offset, bytes));
   drain();
-  if (bytes > 0) std::memcpy(device_.get() + offset, src, static_cast<size_t>(bytes));
+  if (bytes > 0) std::memcpy(arenas_.device() + offset, src, static_cast<size_t>(bytes));
   return {};
 }
 
 Result<void> CpuBackend::copy_from_device(int64_t offset, void* dst, int64_t bytes) {
   LMS_TRY_VOID(check_range("copy_from_device", offset, bytes));
   drain();
-  if (bytes > 0) std::memcpy(dst, device_.get() + offset, static_cast<size_t>(bytes));
+  if (bytes > 0) std::memcpy(dst, arenas_.device() + offset, static_cast<size_t>(bytes));
   return {};
 }
 
 Result<void> CpuBackend::poison_device(int64_t offset, int64_t bytes, std::byte pattern) {
   LMS_TRY_VOID(check_range("poison_device", offset, bytes));
   drain();
-  if (bytes > 0) std::memset(device_.get() + offset, std::to_integer<int>(pattern), static_cast<size_t>(bytes));
+  if (bytes > 0) std::memset(arenas_.device() + offset, std::to_integer<int>(pattern), static_cast<size_t>(bytes));
   return {};
 }
 
 Result<int64_t> CpuBackend::last_changed_byte(int64_t offset, int64_t bytes, std::byte pattern) {
   LMS_TRY_VOID(check_range("last_changed_byte", offset, bytes));
   drain();
-  const std::byte* base = device_.get();
+  const std::byte* base = arenas_.device();
   for (int64_t i = offset + bytes - 1; i >= offset; --i)
     if (base[i] != pattern) return i;
   return int64_t{-1};

@@ -19,6 +19,7 @@
 
 #include "lms/backends/cpu/dnnl_kernels.h"
 #include "lms/runtime/backend.h"
+#include "lms/runtime/host_arenas.h"
 #include "lms/runtime/kernel.h"
 
 namespace lms {
@@ -32,9 +33,9 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   Result<void> allocate_arenas(int64_t device_bytes, int64_t host_bytes) override;
-  int64_t device_arena_bytes() const override { return device_bytes_; }
-  int64_t host_arena_bytes() const override { return host_bytes_; }
-  std::byte* host_base() override { return host_.get(); }
+  int64_t device_arena_bytes() const override { return arenas_.device_bytes(); }
+  int64_t host_arena_bytes() const override { return arenas_.host_bytes(); }
+  std::byte* host_base() override { return arenas_.host(); }
   Result<void> prepare(const Program& program) override;
   Result<void> run(const Program& program, NodeId n) override;
   Result<void> record(EventId e, StreamId stream) override;
@@ -46,17 +47,13 @@ class CpuBackend final : public Backend {
   Result<void> synchronize() override;
 
   // The device arena as host memory (tests look inside it).
-  std::byte* device_base() { return device_.get(); }
+  std::byte* device_base() { return arenas_.device(); }
   // Nodes of the prepared program that run a oneDNN primitive, and the bytes of their private scratchpads
   // (not yet planned buffers: dnnl_kernels.h).
   int64_t dnnl_nodes() const;
   int64_t scratchpad_bytes() const;
 
  private:
-  struct FreeDeleter {
-    void operator()(std::byte* p) const;
-  };
-  using Arena = std::unique_ptr<std::byte, FreeDeleter>;
   // Kernel arguments of one node, fixed at prepare time: [first, first + count) in refs_.
   struct NodeRefs {
     uint32_t inputs_first = 0, inputs_count = 0;
@@ -82,8 +79,7 @@ class CpuBackend final : public Backend {
   Result<void> run_node(NodeId n);
 
   BackendOptions opts_;
-  Arena device_, host_;
-  int64_t device_bytes_ = -1, host_bytes_ = -1;  // -1: not allocated
+  HostArenas arenas_;
   const Program* prepared_ = nullptr;
   std::vector<TensorRef> refs_;
   std::vector<NodeRefs> node_refs_;

@@ -11,42 +11,18 @@
 
 namespace lms {
 
-void ReferenceBackend::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
-
 Result<void> ReferenceBackend::allocate_arenas(int64_t device_bytes, int64_t host_bytes) {
-  if (device_bytes_ >= 0) return fail("reference backend: arenas are allocated once, and already were");
-  if (device_bytes < 0 || host_bytes < 0)
-    return fail("reference backend: negative arena size (device {}, host {})", device_bytes, host_bytes);
-  if (device_bytes > opts_.device_budget_bytes)
-    return fail("reference backend: device arena of {} exceeds the budget of {}", format_size(device_bytes),
-                format_size(opts_.device_budget_bytes));
-  // aligned_alloc needs a size that is a multiple of the alignment, and a non-zero one to return a pointer.
-  auto alloc = [](int64_t bytes) -> std::byte* {
-    int64_t rounded = std::max<int64_t>(align_up(bytes), kArenaAlignment);
-    return static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, static_cast<size_t>(rounded)));
-  };
-  Arena device(alloc(device_bytes)), host(alloc(host_bytes));
-  if (!device || !host)
-    return fail("reference backend: cannot allocate arenas of {} (device) and {} (host)", format_size(device_bytes),
-                format_size(host_bytes));
-  device_ = std::move(device);
-  host_ = std::move(host);
-  device_bytes_ = device_bytes;
-  host_bytes_ = host_bytes;
-  return {};
+  return arenas_.allocate("reference backend", device_bytes, host_bytes, opts_.device_budget_bytes);
 }
 
 Result<void> ReferenceBackend::prepare(const Program& program) {
-  if (device_bytes_ < 0) return fail("reference backend: prepare before allocate_arenas");
-  if (program.device_arena_bytes() > device_bytes_ || program.host_arena_bytes() > host_bytes_)
-    return fail("reference backend: the program needs arenas of {} and {}, but {} and {} were allocated",
-                program.device_arena_bytes(), program.host_arena_bytes(), device_bytes_, host_bytes_);
+  LMS_TRY_VOID(arenas_.check_program("reference backend", program));
   const Graph& g = program.graph();
   refs_.clear();
   node_refs_.assign(g.num_nodes(), NodeRefs{});
   auto ref = [&](ValueId v) {
     Location loc = program.location(v);
-    std::byte* base = loc.placement == Placement::device ? device_.get() : host_.get();
+    std::byte* base = loc.placement == Placement::device ? arenas_.device() : arenas_.host();
     refs_.push_back(TensorRef{&g.value(v).type, base + loc.offset});
   };
   for (NodeId n : g.node_ids()) {
@@ -96,34 +72,30 @@ Result<void> ReferenceBackend::wait(StreamId stream, EventId e) {
 }
 
 Result<void> ReferenceBackend::check_range(std::string_view what, int64_t offset, int64_t bytes) const {
-  if (device_bytes_ < 0) return fail("reference backend: {} before allocate_arenas", what);
-  if (offset < 0 || bytes < 0 || offset > device_bytes_ - bytes)
-    return fail("reference backend: {} of {} bytes at offset {} is outside the device arena of {} bytes", what,
-                bytes, offset, device_bytes_);
-  return {};
+  return arenas_.check_range("reference backend", what, offset, bytes);
 }
 
 Result<void> ReferenceBackend::copy_to_device(int64_t offset, const void* src, int64_t bytes) {
   LMS_TRY_VOID(check_range("copy_to_device", offset, bytes));
-  if (bytes > 0) std::memcpy(device_.get() + offset, src, static_cast<size_t>(bytes));
+  if (bytes > 0) std::memcpy(arenas_.device() + offset, src, static_cast<size_t>(bytes));
   return {};
 }
 
 Result<void> ReferenceBackend::copy_from_device(int64_t offset, void* dst, int64_t bytes) {
   LMS_TRY_VOID(check_range("copy_from_device", offset, bytes));
-  if (bytes > 0) std::memcpy(dst, device_.get() + offset, static_cast<size_t>(bytes));
+  if (bytes > 0) std::memcpy(dst, arenas_.device() + offset, static_cast<size_t>(bytes));
   return {};
 }
 
 Result<void> ReferenceBackend::poison_device(int64_t offset, int64_t bytes, std::byte pattern) {
   LMS_TRY_VOID(check_range("poison_device", offset, bytes));
-  if (bytes > 0) std::memset(device_.get() + offset, std::to_integer<int>(pattern), static_cast<size_t>(bytes));
+  if (bytes > 0) std::memset(arenas_.device() + offset, std::to_integer<int>(pattern), static_cast<size_t>(bytes));
   return {};
 }
 
 Result<int64_t> ReferenceBackend::last_changed_byte(int64_t offset, int64_t bytes, std::byte pattern) {
   LMS_TRY_VOID(check_range("last_changed_byte", offset, bytes));
-  const std::byte* base = device_.get();
+  const std::byte* base = arenas_.device();
   for (int64_t i = offset + bytes - 1; i >= offset; --i)
     if (base[i] != pattern) return i;
   return int64_t{-1};

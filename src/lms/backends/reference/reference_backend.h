@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lms/runtime/backend.h"
+#include "lms/runtime/host_arenas.h"
 #include "lms/runtime/kernel.h"
 
 namespace lms {
@@ -19,9 +20,9 @@ class ReferenceBackend final : public Backend {
 
   std::string_view name() const override { return "reference"; }
   Result<void> allocate_arenas(int64_t device_bytes, int64_t host_bytes) override;
-  int64_t device_arena_bytes() const override { return device_bytes_; }
-  int64_t host_arena_bytes() const override { return host_bytes_; }
-  std::byte* host_base() override { return host_.get(); }
+  int64_t device_arena_bytes() const override { return arenas_.device_bytes(); }
+  int64_t host_arena_bytes() const override { return arenas_.host_bytes(); }
+  std::byte* host_base() override { return arenas_.host(); }
   Result<void> prepare(const Program& program) override;
   Result<void> run(const Program& program, NodeId n) override;
   Result<void> record(EventId e, StreamId stream) override;
@@ -33,13 +34,9 @@ class ReferenceBackend final : public Backend {
   Result<void> synchronize() override { return {}; }
 
   // The device arena as host memory (tests look inside it).
-  std::byte* device_base() { return device_.get(); }
+  std::byte* device_base() { return arenas_.device(); }
 
  private:
-  struct FreeDeleter {
-    void operator()(std::byte* p) const;
-  };
-  using Arena = std::unique_ptr<std::byte, FreeDeleter>;
   // Kernel arguments of one node, fixed at prepare time: [first, first + count) in refs_.
   struct NodeRefs {
     uint32_t inputs_first = 0, inputs_count = 0;
@@ -49,8 +46,7 @@ class ReferenceBackend final : public Backend {
   Result<void> check_range(std::string_view what, int64_t offset, int64_t bytes) const;
 
   BackendOptions opts_;
-  Arena device_, host_;
-  int64_t device_bytes_ = -1, host_bytes_ = -1;  // -1: not allocated
+  HostArenas arenas_;
   const Program* prepared_ = nullptr;
   std::vector<TensorRef> refs_;
   std::vector<NodeRefs> node_refs_;

@@ -1,0 +1,56 @@
+// Host-memory arenas shared by the reference and cpu backends (see host_arenas.h).
+#include "lms/runtime/host_arenas.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "lms/plan/assignment.h"
+#include "lms/runtime/program.h"
+#include "lms/support/size.h"
+
+namespace lms {
+
+void HostArenas::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
+
+Result<void> HostArenas::allocate(std::string_view backend, int64_t device_bytes, int64_t host_bytes,
+                                  int64_t budget_bytes) {
+  if (device_bytes_ >= 0) return fail("{}: arenas are allocated once, and already were", backend);
+  if (device_bytes < 0 || host_bytes < 0)
+    return fail("{}: negative arena size (device {}, host {})", backend, device_bytes, host_bytes);
+  if (device_bytes > budget_bytes)
+    return fail("{}: device arena of {} exceeds the budget of {}", backend, format_size(device_bytes),
+                format_size(budget_bytes));
+  // aligned_alloc needs a size that is a multiple of the alignment, and a non-zero one to return a pointer.
+  auto alloc = [](int64_t bytes) -> std::byte* {
+    int64_t rounded = std::max<int64_t>(align_up(bytes), kArenaAlignment);
+    return static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, static_cast<size_t>(rounded)));
+  };
+  Arena device(alloc(device_bytes)), host(alloc(host_bytes));
+  if (!device || !host)
+    return fail("{}: cannot allocate arenas of {} (device) and {} (host)", backend, format_size(device_bytes),
+                format_size(host_bytes));
+  device_ = std::move(device);
+  host_ = std::move(host);
+  device_bytes_ = device_bytes;
+  host_bytes_ = host_bytes;
+  return {};
+}
+
+Result<void> HostArenas::check_program(std::string_view backend, const Program& program) const {
+  if (device_bytes_ < 0) return fail("{}: prepare before allocate_arenas", backend);
+  if (program.device_arena_bytes() > device_bytes_ || program.host_arena_bytes() > host_bytes_)
+    return fail("{}: the program needs arenas of {} and {}, but {} and {} were allocated", backend,
+                program.device_arena_bytes(), program.host_arena_bytes(), device_bytes_, host_bytes_);
+  return {};
+}
+
+Result<void> HostArenas::check_range(std::string_view backend, std::string_view what, int64_t offset,
+                                     int64_t bytes) const {
+  if (device_bytes_ < 0) return fail("{}: {} before allocate_arenas", backend, what);
+  if (offset < 0 || bytes < 0 || offset > device_bytes_ - bytes)
+    return fail("{}: {} of {} bytes at offset {} is outside the device arena of {} bytes", backend, what, bytes,
+                offset, device_bytes_);
+  return {};
+}
+
+}  // namespace lms
