@@ -53,4 +53,35 @@ Result<void> HostArenas::check_range(std::string_view backend, std::string_view 
   return {};
 }
 
+void BoundCalls::bind(const Program& program, std::byte* device_base, std::byte* host_base) {
+  const Graph& g = program.graph();
+  graph_ = &g;
+  refs_.clear();
+  inputs_.assign(g.num_nodes(), Range{});
+  outputs_.assign(g.num_nodes(), Range{});
+  auto bind_values = [&](const std::vector<ValueId>& values) {
+    Range r{static_cast<uint32_t>(refs_.size()), static_cast<uint32_t>(values.size())};
+    for (ValueId v : values) {
+      Location loc = program.location(v);
+      std::byte* base = loc.placement == Placement::device ? device_base : host_base;
+      refs_.push_back(TensorRef{&g.value(v).type, base + loc.offset});
+    }
+    return r;
+  };
+  for (NodeId n : g.node_ids()) {
+    inputs_[n.v] = bind_values(g.node(n).inputs);
+    outputs_[n.v] = bind_values(g.node(n).outputs);
+  }
+}
+
+KernelCall BoundCalls::call(NodeId n) const {
+  const Node& node = graph_->node(n);
+  KernelCall c;
+  c.op = node.op;
+  c.attrs = &node.attrs;
+  c.inputs = std::span<const TensorRef>(refs_.data() + inputs_[n.v].first, inputs_[n.v].count);
+  c.outputs = std::span<const TensorRef>(refs_.data() + outputs_[n.v].first, outputs_[n.v].count);
+  return c;
+}
+
 }  // namespace lms

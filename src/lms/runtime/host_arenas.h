@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
+
+#include "lms/ir/graph.h"
+#include "lms/runtime/kernel.h"
 
 #include "lms/support/error.h"
 
@@ -34,6 +38,22 @@ class HostArenas {
   using Arena = std::unique_ptr<std::byte, FreeDeleter>;
   Arena device_, host_;
   int64_t device_bytes_ = -1, host_bytes_ = -1;  // -1: not allocated
+};
+
+// Every node's KernelCall with its buffers bound to arena addresses, built once when a Program is prepared so that
+// running a node costs no lookups.
+class BoundCalls {
+ public:
+  void bind(const Program& program, std::byte* device_base, std::byte* host_base);
+  KernelCall call(NodeId n) const;
+
+ private:
+  struct Range {
+    uint32_t first = 0, count = 0;  // [first, first + count) in refs_
+  };
+  const Graph* graph_ = nullptr;
+  std::vector<TensorRef> refs_;
+  std::vector<Range> inputs_, outputs_;  // by node
 };
 
 }  // namespace lms

@@ -84,34 +84,10 @@ Result<void> CpuBackend::prepare(const Program& program) {
   drain();  // nothing of an earlier program may still be running on the buffers being rebound
   if (!dnnl_) dnnl_ = LMS_TRY(cpu::make_dnnl_context());
   const Graph& g = program.graph();
-  refs_.clear();
-  node_refs_.assign(g.num_nodes(), NodeRefs{});
-  auto ref = [&](ValueId v) {
-    Location loc = program.location(v);
-    std::byte* base = loc.placement == Placement::device ? arenas_.device() : arenas_.host();
-    refs_.push_back(TensorRef{&g.value(v).type, base + loc.offset});
-  };
-  for (NodeId n : g.node_ids()) {
-    NodeRefs& r = node_refs_[n.v];
-    r.inputs_first = static_cast<uint32_t>(refs_.size());
-    for (ValueId v : g.node(n).inputs) ref(v);
-    r.inputs_count = static_cast<uint32_t>(g.node(n).inputs.size());
-    r.outputs_first = static_cast<uint32_t>(refs_.size());
-    for (ValueId v : g.node(n).outputs) ref(v);
-    r.outputs_count = static_cast<uint32_t>(g.node(n).outputs.size());
-  }
-  // refs_ is complete: its pointers are now stable for the kernel calls built below.
+  calls_.bind(program, arenas_.device(), arenas_.host());
   kernels_.clear();
   kernels_.resize(g.num_nodes());
-  for (NodeId n : g.node_ids()) {
-    const NodeRefs& r = node_refs_[n.v];
-    KernelCall call;
-    call.op = g.node(n).op;
-    call.attrs = &g.node(n).attrs;
-    call.inputs = std::span<const TensorRef>(refs_.data() + r.inputs_first, r.inputs_count);
-    call.outputs = std::span<const TensorRef>(refs_.data() + r.outputs_first, r.outputs_count);
-    kernels_[n.v] = LMS_TRY(cpu::prepare_dnnl_kernel(*dnnl_, call));
-  }
+  for (NodeId n : g.node_ids()) kernels_[n.v] = LMS_TRY(cpu::prepare_dnnl_kernel(*dnnl_, calls_.call(n)));
   {
     std::lock_guard lock(mu_);
     records_enqueued_.assign(program.num_events(), 0);
@@ -135,14 +111,7 @@ int64_t CpuBackend::scratchpad_bytes() const {
 Result<void> CpuBackend::run_node(NodeId n) {
   if (kernels_[n.v]) return kernels_[n.v]->run();
   // Not covered by oneDNN yet: the reference kernel (correct, slow) on this stream's thread.
-  const Node& node = prepared_->graph().node(n);
-  const NodeRefs& r = node_refs_[n.v];
-  KernelCall call;
-  call.op = node.op;
-  call.attrs = &node.attrs;
-  call.inputs = std::span<const TensorRef>(refs_.data() + r.inputs_first, r.inputs_count);
-  call.outputs = std::span<const TensorRef>(refs_.data() + r.outputs_first, r.outputs_count);
-  return run_reference_kernel(call);
+  return run_reference_kernel(calls_.call(n));
 }
 
 Result<void> CpuBackend::run(const Program& program, NodeId n) {

@@ -54,11 +54,6 @@ class CpuBackend final : public Backend {
   int64_t scratchpad_bytes() const;
 
  private:
-  // Kernel arguments of one node, fixed at prepare time: [first, first + count) in refs_.
-  struct NodeRefs {
-    uint32_t inputs_first = 0, inputs_count = 0;
-    uint32_t outputs_first = 0, outputs_count = 0;
-  };
   // A unit of work on a stream. `always` work (event records and waits) runs even after an earlier failure on
   // the stream, so that other streams waiting on its events never hang.
   struct Task {
@@ -81,8 +76,7 @@ class CpuBackend final : public Backend {
   BackendOptions opts_;
   HostArenas arenas_;
   const Program* prepared_ = nullptr;
-  std::vector<TensorRef> refs_;
-  std::vector<NodeRefs> node_refs_;
+  BoundCalls calls_;  // every node's kernel call, bound at prepare time
   cpu::DnnlContextPtr dnnl_;
   std::vector<std::unique_ptr<cpu::DnnlKernel>> kernels_;  // by node; null: the reference kernel runs
 

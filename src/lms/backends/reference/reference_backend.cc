@@ -17,23 +17,7 @@ Result<void> ReferenceBackend::allocate_arenas(int64_t device_bytes, int64_t hos
 
 Result<void> ReferenceBackend::prepare(const Program& program) {
   LMS_TRY_VOID(arenas_.check_program("reference backend", program));
-  const Graph& g = program.graph();
-  refs_.clear();
-  node_refs_.assign(g.num_nodes(), NodeRefs{});
-  auto ref = [&](ValueId v) {
-    Location loc = program.location(v);
-    std::byte* base = loc.placement == Placement::device ? arenas_.device() : arenas_.host();
-    refs_.push_back(TensorRef{&g.value(v).type, base + loc.offset});
-  };
-  for (NodeId n : g.node_ids()) {
-    NodeRefs& r = node_refs_[n.v];
-    r.inputs_first = static_cast<uint32_t>(refs_.size());
-    for (ValueId v : g.node(n).inputs) ref(v);
-    r.inputs_count = static_cast<uint32_t>(g.node(n).inputs.size());
-    r.outputs_first = static_cast<uint32_t>(refs_.size());
-    for (ValueId v : g.node(n).outputs) ref(v);
-    r.outputs_count = static_cast<uint32_t>(g.node(n).outputs.size());
-  }
+  calls_.bind(program, arenas_.device(), arenas_.host());
   recorded_.assign(program.num_events(), false);
   prepared_ = &program;
   return {};
@@ -43,17 +27,9 @@ Result<void> ReferenceBackend::run(const Program& program, NodeId n) {
   if (&program != prepared_) return fail("reference backend: run on a program that was not prepared");
   const Graph& g = program.graph();
   if (n.v >= g.num_nodes()) return fail("reference backend: no node #{}", n.v);
-  const Node& node = g.node(n);
-  const OpDef& d = g.def(n);
   // Inputs are fed and parameters and state written by the executor; constants are kernels like any op.
-  if (d.traits.source && node.op != Op::constant) return {};
-  const NodeRefs& r = node_refs_[n.v];
-  KernelCall call;
-  call.op = node.op;
-  call.attrs = &node.attrs;
-  call.inputs = std::span<const TensorRef>(refs_.data() + r.inputs_first, r.inputs_count);
-  call.outputs = std::span<const TensorRef>(refs_.data() + r.outputs_first, r.outputs_count);
-  return run_reference_kernel(call);
+  if (g.def(n).traits.source && g.node(n).op != Op::constant) return {};
+  return run_reference_kernel(calls_.call(n));
 }
 
 Result<void> ReferenceBackend::record(EventId e, StreamId stream) {

@@ -37,19 +37,12 @@ class ReferenceBackend final : public Backend {
   std::byte* device_base() { return arenas_.device(); }
 
  private:
-  // Kernel arguments of one node, fixed at prepare time: [first, first + count) in refs_.
-  struct NodeRefs {
-    uint32_t inputs_first = 0, inputs_count = 0;
-    uint32_t outputs_first = 0, outputs_count = 0;
-  };
-
   Result<void> check_range(std::string_view what, int64_t offset, int64_t bytes) const;
 
   BackendOptions opts_;
   HostArenas arenas_;
   const Program* prepared_ = nullptr;
-  std::vector<TensorRef> refs_;
-  std::vector<NodeRefs> node_refs_;
+  BoundCalls calls_;  // every node's kernel call, bound at prepare time
   std::vector<bool> recorded_;  // by event: recorded at least once (waiting on one never recorded is a bug)
 };
 
