@@ -77,7 +77,7 @@ int main() {
     }
     for (Assignment a : kAllAssignments) {
       auto start = std::chrono::steady_clock::now();
-      auto plan = plan_memory_unchecked(*scheduled, a);
+      auto plan = plan_memory_unchecked(*scheduled, PlanOptions{.assignment = a});
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (!plan) {
         fmt::print(stderr, "{}: {}\n", c.label, plan.error().str());

@@ -12,6 +12,7 @@
 #include "lms/plan/memory_planner.h"
 #include "lms/plan/schedule.h"
 #include "lms/runtime/program.h"
+#include "lms/runtime/program_check.h"
 
 namespace lms {
 namespace {
@@ -98,11 +99,24 @@ std::string simulate(const Graph& g, const MemoryPlan& plan) {
   };
   for (size_t i = 0; i < plan.buffers.size(); ++i)
     if (plan.buffers[i].life.persistent || plan.buffers[i].life.input) write(static_cast<int32_t>(i));
+  auto buffer_intact = [&](int32_t idx) {
+    const PlannedBuffer& b = plan.buffers[idx];
+    for (int64_t i = 0; i < b.life.bytes; ++i)
+      if (arena(b)[b.offset + i] != idx) return false;
+    return true;
+  };
   for (NodeId n : g.node_ids()) {
+    const std::string at = " node #" + std::to_string(n.v);
     for (ValueId v : g.node(n).inputs)
-      if (!intact(v)) return "%" + g.value(v).name + " was overwritten before node #" + std::to_string(n.v) + " read it";
+      if (!intact(v)) return "%" + g.value(v).name + " was overwritten before" + at + " read it";
+    // The node's workspace and fresh outputs are written while its inputs must stay intact.
+    const PlannedBuffer* ws = plan.workspace(n);
+    if (ws) write(plan.workspace_of_node[n.v]);
     for (ValueId v : g.node(n).outputs)
       if (g.storage_root(v) == v && !g.def(n).traits.source) write(plan.buffer_of_value[v.v]);
+    if (ws && !buffer_intact(plan.workspace_of_node[n.v])) return "the workspace of" + at + " shares an output's space";
+    for (ValueId v : g.node(n).inputs)
+      if (!intact(v)) return "%" + g.value(v).name + " was overwritten while" + at + " ran";
   }
   for (ValueId v : g.outputs())
     if (!intact(v)) return "output %" + g.value(v).name + " was overwritten";
@@ -111,13 +125,23 @@ std::string simulate(const Graph& g, const MemoryPlan& plan) {
   return "";
 }
 
+// Random workspace sizes for about a third of the nodes (kernels' scratch space, e.g. oneDNN scratchpads).
+std::vector<int64_t> random_workspaces(std::mt19937& rng, const Graph& g) {
+  std::vector<int64_t> ws(g.num_nodes(), 0);
+  for (int64_t& w : ws)
+    if (std::uniform_int_distribution<int>(0, 2)(rng) == 0) w = std::uniform_int_distribution<int64_t>(1, 500)(rng);
+  return ws;
+}
+
 TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
   std::mt19937 rng(12345);
   for (int trial = 0; trial < 200; ++trial) {
     Graph g = random_graph(rng, 5 + trial % 60);
     ASSERT_TRUE(check_schedule_order(g).has_value()) << trial;
+    // Half the trials give nodes workspaces.
+    const std::vector<int64_t> workspaces = trial % 2 ? random_workspaces(rng, g) : std::vector<int64_t>{};
     for (Assignment a : kAllAssignments) {
-      auto plan = plan_memory(g, PlanOptions{.assignment = a});
+      auto plan = plan_memory(g, PlanOptions{.assignment = a, .workspace_bytes = workspaces});
       ASSERT_TRUE(plan.has_value()) << plan.error().str();
       EXPECT_EQ(simulate(g, *plan), "") << "trial " << trial << " " << assignment_name(a);
 
@@ -150,7 +174,7 @@ TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
       EXPECT_GE(plan->device_arena_bytes, plan->lower_bound_bytes);
       EXPECT_GE(plan->lower_bound_bytes, plan->min_budget_bytes);
 
-      auto again = plan_memory(g, PlanOptions{.assignment = a});
+      auto again = plan_memory(g, PlanOptions{.assignment = a, .workspace_bytes = workspaces});
       ASSERT_TRUE(again.has_value());
       for (size_t i = 0; i < plan->buffers.size(); ++i) EXPECT_EQ(plan->buffers[i].offset, again->buffers[i].offset);
     }
@@ -167,16 +191,20 @@ TEST(MemoryPlanner, ReusedSpaceWaitsForEveryReaderOfThePreviousOccupantOnEverySt
   int cross_stream_reuses = 0;
   for (int trial = 0; trial < 100; ++trial) {
     Graph g = random_graph(rng, 10 + trial % 50);
+    const std::vector<int64_t> workspaces = random_workspaces(rng, g);
     for (Assignment a : kAllAssignments) {
-      auto plan = plan_memory(g, PlanOptions{.assignment = a});
+      auto plan = plan_memory(g, PlanOptions{.assignment = a, .workspace_bytes = workspaces});
       ASSERT_TRUE(plan.has_value()) << plan.error().str();
       auto program = build_program(g, *plan);
       ASSERT_TRUE(program.has_value()) << program.error().str();
+      auto races = check_program_races(*program);
+      EXPECT_TRUE(races.has_value()) << "trial " << trial << ": " << races.error().str();
       // The nodes touching each buffer (reading it, producing it or writing it in place).
       std::vector<std::vector<NodeId>> touchers(plan->buffers.size());
       for (NodeId n : g.node_ids()) {
         for (ValueId v : g.node(n).inputs) touchers[plan->buffer_of_value[v.v]].push_back(n);
         for (ValueId v : g.node(n).outputs) touchers[plan->buffer_of_value[v.v]].push_back(n);
+        if (plan->workspace(n)) touchers[plan->workspace_of_node[n.v]].push_back(n);
       }
       // Which node recorded each event.
       std::vector<NodeId> recorder(program->num_events());
@@ -184,7 +212,7 @@ TEST(MemoryPlanner, ReusedSpaceWaitsForEveryReaderOfThePreviousOccupantOnEverySt
         if (auto e = program->recorded(n)) recorder[e->v] = n;
       for (const PlannedBuffer& later : plan->buffers) {
         if (later.life.bytes == 0 || later.life.input || later.life.persistent) continue;
-        const NodeId writer = g.value(later.life.root).producer;
+        const NodeId writer = later.life.writer;
         for (size_t i = 0; i < plan->buffers.size(); ++i) {
           const PlannedBuffer& earlier = plan->buffers[i];
           if (earlier.life.bytes == 0 || earlier.life.placement != later.life.placement ||
@@ -202,7 +230,7 @@ TEST(MemoryPlanner, ReusedSpaceWaitsForEveryReaderOfThePreviousOccupantOnEverySt
               waited = waited || (program->stream(m) == program->stream(t) && m >= t);
             }
             EXPECT_TRUE(waited) << "trial " << trial << " " << assignment_name(a) << ": node #" << writer.v
-                                << " reuses the space of %" << g.value(earlier.life.root).name
+                                << " reuses the space of buffer " << i
                                 << " without waiting for node #" << t.v << " on another stream";
           }
         }
@@ -250,13 +278,44 @@ TEST(MemoryPlanner, ChainNumbers) {
   EXPECT_EQ(plan->of(ch.w).offset, 0);
 }
 
+// A workspace is a device buffer live only at its node: at %d (c + d live, 16000 bytes) a 5000-byte workspace
+// raises the lower bound and the hard minimum by exactly its size; the Program locates it in the arena.
+TEST(MemoryPlanner, WorkspacesArePlannedBuffersLiveOnlyAtTheirNode) {
+  Chain ch;
+  const NodeId d = ch.g.value(ch.d).producer;
+  std::vector<int64_t> ws(ch.g.num_nodes(), 0);
+  ws[d.v] = 5000;
+  auto plan = plan_memory(ch.g, PlanOptions{.workspace_bytes = ws});
+  ASSERT_TRUE(plan.has_value()) << plan.error().str();
+  const PlannedBuffer* b = plan->workspace(d);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->life.first, static_cast<int>(d.v));
+  EXPECT_EQ(b->life.last, static_cast<int>(d.v));
+  EXPECT_TRUE(b->life.workspace);
+  EXPECT_EQ(b->life.writer, d);
+  EXPECT_EQ(plan->lower_bound_bytes, 24000 + 5000);
+  EXPECT_EQ(plan->min_budget_bytes, 4000 + 16000 + 5000);
+  EXPECT_EQ(plan->workspace(ch.g.value(ch.c).producer), nullptr);
+  EXPECT_EQ(simulate(ch.g, *plan), "");
+  auto program = build_program(ch.g, *plan);
+  ASSERT_TRUE(program.has_value()) << program.error().str();
+  ASSERT_TRUE(program->workspace(d).has_value());
+  EXPECT_EQ(program->workspace(d)->offset, b->offset);
+  EXPECT_EQ(program->workspace(d)->bytes, 5000);
+
+  ws.pop_back();
+  auto wrong = plan_memory(ch.g, PlanOptions{.workspace_bytes = ws});
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_NE(wrong.error().str().find("workspace sizes given for a graph of"), std::string::npos);
+}
+
 TEST(MemoryPlanner, BudgetBelowPeakFailsNamingPeakBudgetAndOp) {
   Chain ch;
   auto fits = plan_memory(ch.g);
   ASSERT_TRUE(fits.has_value());
   const int64_t peak = fits->device_arena_bytes;
-  EXPECT_TRUE(plan_memory(ch.g, PlanOptions{peak}).has_value()) << "a budget equal to the peak fits";
-  auto r = plan_memory(ch.g, PlanOptions{peak - 1});
+  EXPECT_TRUE(plan_memory(ch.g, PlanOptions{.budget_bytes = peak}).has_value()) << "a budget equal to the peak fits";
+  auto r = plan_memory(ch.g, PlanOptions{.budget_bytes = peak - 1});
   ASSERT_FALSE(r.has_value());
   const std::string msg = r.error().str();
   EXPECT_EQ(msg.rfind("does not fit: planned peak ", 0), 0u) << msg;
@@ -267,10 +326,10 @@ TEST(MemoryPlanner, BudgetBelowPeakFailsNamingPeakBudgetAndOp) {
   EXPECT_NE(msg.find(format_size(20000) + " of activations"), std::string::npos) << msg;
   EXPECT_NE(msg.find("minimum budget " + format_size(20000)), std::string::npos) << msg;
 
-  auto tiny = plan_memory(ch.g, PlanOptions{1024});
+  auto tiny = plan_memory(ch.g, PlanOptions{.budget_bytes = 1024});
   ASSERT_FALSE(tiny.has_value());
   EXPECT_NE(tiny.error().str().find("> budget 1.0 KiB"), std::string::npos) << tiny.error().str();
-  EXPECT_FALSE(plan_memory(ch.g, PlanOptions{-1}).has_value());
+  EXPECT_FALSE(plan_memory(ch.g, PlanOptions{.budget_bytes = -1}).has_value());
 }
 
 TEST(MemoryPlanner, InPlaceUpdatesShareTheirParameterBuffer) {
@@ -310,7 +369,7 @@ TEST(MemoryPlanner, RejectsAGraphNotInScheduleOrder) {
 
 TEST(MemoryPlanner, EmptyGraph) {
   Graph g;
-  auto plan = plan_memory(g, PlanOptions{0});
+  auto plan = plan_memory(g, PlanOptions{.budget_bytes = 0});
   ASSERT_TRUE(plan.has_value());
   EXPECT_EQ(plan->device_arena_bytes, 0);
   EXPECT_EQ(plan->lower_bound_bytes, 0);

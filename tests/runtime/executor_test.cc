@@ -108,10 +108,10 @@ TEST(Executor, BudgetBelowPlannedPeakFailsBeforeAnythingRuns) {
   auto fits = compile(training);
   ASSERT_TRUE(fits.has_value());
   const int64_t peak = fits->device_arena_bytes();
-  auto refused = compile(training, PlanOptions{peak - 1});
+  auto refused = compile(training, PlanOptions{.budget_bytes = peak - 1});
   ASSERT_FALSE(refused.has_value());
   EXPECT_NE(refused.error().str().find("does not fit"), std::string::npos) << refused.error().str();
-  EXPECT_TRUE(compile(training, PlanOptions{peak}).has_value());
+  EXPECT_TRUE(compile(training, PlanOptions{.budget_bytes = peak}).has_value());
 
   // The backend enforces its budget too: a program bigger than it cannot even allocate its arena.
   ReferenceBackend small(BackendOptions{peak - 1});

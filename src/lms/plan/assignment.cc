@@ -16,7 +16,8 @@ struct Occupied {
 
 bool overlaps(const BufferLife& a, const Occupied& b) { return !(a.last < b.first || b.last < a.first); }
 
-// The placement order of each algorithm; every comparison ends on the root id, so the order is total.
+// The placement order of each algorithm; every comparison ends on the buffer index (root value-id order, then
+// workspaces in node order), so the order is total.
 void sort_for(Assignment a, const std::vector<PlannedBuffer>& bufs, std::vector<size_t>& ids) {
   std::sort(ids.begin(), ids.end(), [&](size_t i, size_t j) {
     const BufferLife &x = bufs[i].life, &y = bufs[j].life;
@@ -25,11 +26,11 @@ void sort_for(Assignment a, const std::vector<PlannedBuffer>& bufs, std::vector<
       if (x.first != y.first) return x.first < y.first;
       if (x.last != y.last) return x.last > y.last;  // the longer-lived one first: it constrains more
       if (sx != sy) return sx > sy;
-      return x.root < y.root;
+      return i < j;
     }
     if (sx != sy) return sx > sy;
     if (x.first != y.first) return x.first < y.first;
-    return x.root < y.root;
+    return i < j;
   });
 }
 

@@ -7,8 +7,10 @@
 
 namespace lms {
 
-Result<Liveness> compute_liveness(const Graph& g) {
+Result<Liveness> compute_liveness(const Graph& g, std::span<const int64_t> workspace_bytes) {
   LMS_TRY_VOID(check_schedule_order(g));
+  if (!workspace_bytes.empty() && workspace_bytes.size() != g.num_nodes())
+    return fail("liveness: {} workspace sizes given for a graph of {} nodes", workspace_bytes.size(), g.num_nodes());
   Liveness lv;
   const int n = static_cast<int>(g.num_nodes());
   lv.num_positions = n;
@@ -24,6 +26,7 @@ Result<Liveness> compute_liveness(const Graph& g) {
     const OpDef& d = g.def(val.producer);
     BufferLife b;
     b.root = v;
+    b.writer = val.producer;
     b.placement = val.placement;
     b.bytes = val.type.bytes();
     b.persistent = d.traits.persistent;
@@ -49,6 +52,19 @@ Result<Liveness> compute_liveness(const Graph& g) {
     for (ValueId v : g.node(node).outputs) touch(v);
   }
   for (ValueId v : g.outputs()) lv.buffers[lv.buffer_of_value[v.v]].last = end;
+
+  lv.workspace_of_node.assign(g.num_nodes(), -1);
+  for (size_t i = 0; i < workspace_bytes.size(); ++i) {
+    if (workspace_bytes[i] < 0) return fail("liveness: node #{} has a negative workspace ({} bytes)", i, workspace_bytes[i]);
+    if (workspace_bytes[i] == 0) continue;
+    BufferLife b;
+    b.writer = NodeId{static_cast<uint32_t>(i)};
+    b.workspace = true;
+    b.bytes = workspace_bytes[i];
+    b.first = b.last = static_cast<int>(i);
+    lv.workspace_of_node[i] = static_cast<int32_t>(lv.buffers.size());
+    lv.buffers.push_back(b);
+  }
   return lv;
 }
 

@@ -5,12 +5,15 @@
 //   - inputs are fed before the step, so they are live from position 0;
 //   - persistent buffers (parameters, state) are live for the whole program;
 //   - graph outputs are read after the step, so they stay live to the last position;
-//   - a buffer nobody reads is still live while its producer runs.
+//   - a buffer nobody reads is still live while its producer runs;
+//   - a node's workspace (scratch space its kernel needs, e.g. a oneDNN scratchpad: bytes given per node by the
+//     backend) is a device buffer of its own, live only at that node's position.
 // Intervals are inclusive: an op's inputs and outputs are all live at its position, so an output never shares
 // space with an input unless the op declares the alias.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "lms/ir/graph.h"
@@ -19,7 +22,11 @@
 namespace lms {
 
 struct BufferLife {
-  ValueId root;                          // the storage root (its producer allocates the buffer)
+  ValueId root;                          // the storage root (its producer allocates the buffer); invalid for a
+                                         // workspace
+  NodeId writer;                         // the node that first writes it: the root's producer, or the node
+                                         // whose workspace it is
+  bool workspace = false;                // scratch space of `writer`, live only while it runs
   Placement placement = Placement::device;
   int64_t bytes = 0;                     // the root's tensor bytes
   bool persistent = false;               // parameter or state: live for the whole program
@@ -31,13 +38,16 @@ struct BufferLife {
 struct Liveness {
   std::vector<BufferLife> buffers;       // one per storage root, in root value-id order
   std::vector<int32_t> buffer_of_value;  // index into `buffers`, by ValueId (every value has one)
+  std::vector<int32_t> workspace_of_node;  // index into `buffers`, by NodeId; -1: the node needs no workspace
   int num_positions = 0;                 // the graph's node count
 
   const BufferLife& of(ValueId v) const { return buffers[buffer_of_value[v.v]]; }
 };
 
 // Precondition checked: node-id order is a valid schedule (check_schedule_order); the error names the node.
-Result<Liveness> compute_liveness(const Graph& scheduled);
+// `workspace_bytes` (by NodeId; empty: none) adds a workspace buffer after the value buffers for every node
+// with a positive entry; its size must match the node count.
+Result<Liveness> compute_liveness(const Graph& scheduled, std::span<const int64_t> workspace_bytes = {});
 
 // Bytes of `placement` buffers live at each position.
 std::vector<int64_t> live_bytes(const Liveness& lv, Placement placement);

@@ -19,12 +19,14 @@ std::pair<std::string, std::string> two_sizes(int64_t a, int64_t b) {
 
 }  // namespace
 
-Result<MemoryPlan> plan_memory_unchecked(const Graph& g, Assignment assignment) {
-  Liveness lv = LMS_TRY(compute_liveness(g));
+Result<MemoryPlan> plan_memory_unchecked(const Graph& g, const PlanOptions& opts) {
+  Liveness lv = LMS_TRY(compute_liveness(g, opts.workspace_bytes));
+  const Assignment assignment = opts.assignment;
   MemoryPlan plan;
   plan.num_positions = lv.num_positions;
   plan.assignment = assignment;
   plan.buffer_of_value = lv.buffer_of_value;
+  plan.workspace_of_node = lv.workspace_of_node;
   plan.buffers.reserve(lv.buffers.size());
   for (const BufferLife& b : lv.buffers) plan.buffers.push_back(PlannedBuffer{b, 0});
 
@@ -81,6 +83,7 @@ Result<MemoryPlan> plan_memory_unchecked(const Graph& g, Assignment assignment) 
     };
     for (ValueId v : g.node(n).inputs) add(v);
     for (ValueId v : g.node(n).outputs) add(v);
+    if (const PlannedBuffer* ws = plan.workspace(n)) working += ws->life.bytes;
     largest_working_set = std::max(largest_working_set, working);
   }
   plan.min_budget_bytes = plan.persistent_bytes + largest_working_set;
@@ -104,7 +107,7 @@ Error does_not_fit(const Graph& g, const MemoryPlan& plan, int64_t budget_bytes)
 
 Result<MemoryPlan> plan_memory(const Graph& g, const PlanOptions& opts) {
   if (opts.budget_bytes < 0) return fail("budget {} is negative", opts.budget_bytes);
-  MemoryPlan plan = LMS_TRY(plan_memory_unchecked(g, opts.assignment));
+  MemoryPlan plan = LMS_TRY(plan_memory_unchecked(g, opts));
   plan.budget_bytes = opts.budget_bytes;
   if (plan.device_arena_bytes > opts.budget_bytes)
     return std::unexpected(does_not_fit(g, plan, opts.budget_bytes));

@@ -26,11 +26,14 @@ inline constexpr Assignment kDefaultAssignment = Assignment::greedy_by_size;
 struct PlanOptions {
   int64_t budget_bytes = kUnlimitedBytes;      // device bytes available; a planned peak above it is an error
   Assignment assignment = kDefaultAssignment;  // how non-persistent buffers get their offsets
+  std::vector<int64_t> workspace_bytes = {};   // scratch bytes each node's kernel needs, by NodeId of the
+                                               // scheduled graph (Backend::workspace_bytes); empty: none
 };
 
 struct MemoryPlan {
   std::vector<PlannedBuffer> buffers;      // one per storage root, in root value-id order
   std::vector<int32_t> buffer_of_value;    // index into `buffers`, by ValueId
+  std::vector<int32_t> workspace_of_node;  // index into `buffers`, by NodeId; -1: no workspace
   int num_positions = 0;                   // schedule length
 
   int64_t device_arena_bytes = 0;          // the planned peak: the end of the highest device buffer
@@ -38,13 +41,17 @@ struct MemoryPlan {
   int64_t persistent_bytes = 0;            // bytes of persistent device buffers (unpadded sum)
   int64_t persistent_end = 0;              // [0, persistent_end) holds them; transients lie above
   int64_t lower_bound_bytes = 0;           // liveness lower bound: most device bytes live at one position
-  int64_t min_budget_bytes = 0;            // persistent bytes + the largest single-op working set
+  int64_t min_budget_bytes = 0;            // persistent bytes + the largest single-op working set (inputs,
+                                           // outputs and workspace)
   int peak_position = -1;                  // first position where live device bytes reach the lower bound
   int64_t peak_transient_bytes = 0;        // non-persistent device bytes live there
   int64_t budget_bytes = kUnlimitedBytes;  // the budget it was planned for
   Assignment assignment = kDefaultAssignment;  // the algorithm that placed it
 
   const PlannedBuffer& of(ValueId v) const { return buffers[buffer_of_value[v.v]]; }
+  const PlannedBuffer* workspace(NodeId n) const {
+    return workspace_of_node.empty() || workspace_of_node[n.v] < 0 ? nullptr : &buffers[workspace_of_node[n.v]];
+  }
   // Fragmentation: the planned peak's excess over the liveness lower bound, as a fraction of the bound
   // (0 = no placement of this schedule could be smaller; 0 when the bound is 0).
   double fragmentation() const {
@@ -57,8 +64,9 @@ struct MemoryPlan {
 // planned peak above the budget ("does not fit: planned peak ... > budget ...; at the peak %x (op) runs ...").
 Result<MemoryPlan> plan_memory(const Graph& scheduled, const PlanOptions& opts = {});
 
-// The same placement without the budget check (for reports that show a plan that does not fit).
-Result<MemoryPlan> plan_memory_unchecked(const Graph& scheduled, Assignment assignment = kDefaultAssignment);
+// The same placement without the budget check (for reports that show a plan that does not fit); the budget in
+// `opts` is ignored.
+Result<MemoryPlan> plan_memory_unchecked(const Graph& scheduled, const PlanOptions& opts = {});
 
 // The error plan_memory returns when `plan` does not fit `budget_bytes` (exposed for reports and tests).
 Error does_not_fit(const Graph& scheduled, const MemoryPlan& plan, int64_t budget_bytes);

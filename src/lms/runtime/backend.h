@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "lms/ir/graph.h"
 #include "lms/support/error.h"
@@ -49,6 +50,14 @@ class Backend {
   virtual int64_t host_arena_bytes() const = 0;
   // The host arena as host memory (every backend keeps it addressable by the host).
   virtual std::byte* host_base() = 0;
+
+  // The scratch bytes each node of `scheduled` needs for its kernel (oneDNN scratchpads, cuDNN workspaces), by
+  // NodeId, from types and attributes alone: compile() plans them as buffers so that nothing allocates on the
+  // side. Backends whose kernels need none return an empty vector.
+  virtual Result<std::vector<int64_t>> workspace_bytes(const Graph& scheduled) {
+    (void)scheduled;
+    return std::vector<int64_t>{};
+  }
 
   // One-time setup for a program (per-node kernel descriptors, events). The program must outlive the
   // backend's use of it; `run` accepts only the prepared program.

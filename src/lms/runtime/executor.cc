@@ -8,6 +8,7 @@
 
 #include "lms/ir/verifier.h"
 #include "lms/runtime/init.h"
+#include "lms/runtime/program_check.h"
 
 namespace lms {
 
@@ -25,6 +26,7 @@ std::string trace_name(const Graph& g, NodeId n) {
 }  // namespace
 
 Result<Executor> Executor::create(const Program& program, Backend& backend, ExecutorOptions opts) {
+  if (opts.measure_touched) LMS_TRY_VOID(check_program_races(program));
   LMS_TRY_VOID(backend.allocate_arenas(program.device_arena_bytes(), program.host_arena_bytes()));
   LMS_TRY_VOID(backend.prepare(program));
   Executor ex(program, backend, opts);
@@ -162,6 +164,9 @@ Result<void> Executor::issue_all(int64_t& max_live, TraceWriter* trace) {
     for (EventId e : program_->waits(n)) LMS_TRY_VOID(backend_->wait(s, e));
     const std::pair before{live_bytes, live_host_bytes};
     for (ValueId v : g.node(n).outputs) make_live(plan.buffer_of_value[v.v]);
+    // A workspace lives only while its node runs.
+    const int32_t workspace = plan.workspace_of_node.empty() ? -1 : plan.workspace_of_node[n.v];
+    if (workspace >= 0) make_live(workspace);
     max_live = std::max(max_live, live_bytes);
     const Clock::time_point start = trace ? Clock::now() : Clock::time_point{};
     if (trace && std::pair{live_bytes, live_host_bytes} != before) trace->memory(start, live_bytes, live_host_bytes);
@@ -178,6 +183,7 @@ Result<void> Executor::issue_all(int64_t& max_live, TraceWriter* trace) {
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (int32_t b : touched) remaining[b]--;
     for (ValueId v : g.node(n).outputs) touched.push_back(plan.buffer_of_value[v.v]);
+    if (workspace >= 0) touched.push_back(workspace);
     const std::pair held{live_bytes, live_host_bytes};
     for (int32_t b : touched) {
       if (live[b] && remaining[b] == 0 && !pinned_[b]) {

@@ -30,8 +30,8 @@ namespace lms {
 inline constexpr std::byte kPoisonByte{0xA5};
 
 struct ExecutorOptions {
-  bool measure_touched = false;  // validation mode: poison before each step and scan after (costs two passes
-                                 // over the arena per step)
+  bool measure_touched = false;  // validation mode: check the Program for races (runtime/program_check.h) once,
+                                 // and poison before each step and scan after (two passes over the arena a step)
 };
 
 // One input of a step: a value of an `input` node and the tensor to feed it.

@@ -68,9 +68,11 @@ void BoundCalls::bind(const Program& program, std::byte* device_base, std::byte*
     }
     return r;
   };
+  workspaces_.assign(g.num_nodes(), Workspace{});
   for (NodeId n : g.node_ids()) {
     inputs_[n.v] = bind_values(g.node(n).inputs);
     outputs_[n.v] = bind_values(g.node(n).outputs);
+    if (auto ws = program.workspace(n)) workspaces_[n.v] = Workspace{device_base + ws->offset, ws->bytes};
   }
 }
 
@@ -81,6 +83,8 @@ KernelCall BoundCalls::call(NodeId n) const {
   c.attrs = &node.attrs;
   c.inputs = std::span<const TensorRef>(refs_.data() + inputs_[n.v].first, inputs_[n.v].count);
   c.outputs = std::span<const TensorRef>(refs_.data() + outputs_[n.v].first, outputs_[n.v].count);
+  c.workspace = workspaces_[n.v].data;
+  c.workspace_bytes = workspaces_[n.v].bytes;
   return c;
 }
 

@@ -53,7 +53,12 @@ class BoundCalls {
   };
   const Graph* graph_ = nullptr;
   std::vector<TensorRef> refs_;
+  struct Workspace {
+    void* data = nullptr;
+    int64_t bytes = 0;
+  };
   std::vector<Range> inputs_, outputs_;  // by node
+  std::vector<Workspace> workspaces_;    // by node
 };
 
 }  // namespace lms

@@ -21,6 +21,12 @@ Location Program::location(ValueId v) const {
   return Location{b.life.placement, b.offset, graph_.value(v).type.bytes()};
 }
 
+std::optional<Location> Program::workspace(NodeId n) const {
+  const PlannedBuffer* b = memory_.workspace(n);
+  if (!b) return std::nullopt;
+  return Location{Placement::device, b->offset, b->life.bytes};
+}
+
 StreamId stream_for(const Graph& g, NodeId n) {
   const OpDef& d = g.def(n);
   if (!d.traits.is_copy) return StreamId::compute;
@@ -49,11 +55,13 @@ std::vector<std::vector<NodeId>> cross_stream_waits(const Graph& g, const Memory
     auto touch = [&](ValueId v) { last_touch[plan.buffer_of_value[v.v]][static_cast<int>(stream[n.v])] = n; };
     for (ValueId v : g.node(n).inputs) touch(v);
     for (ValueId v : g.node(n).outputs) touch(v);
+    if (int32_t ws = plan.workspace_of_node.empty() ? -1 : plan.workspace_of_node[n.v]; ws >= 0)
+      last_touch[ws][static_cast<int>(stream[n.v])] = n;
   }
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const PlannedBuffer& later = plan.buffers[b];
     if (later.life.bytes == 0 || later.life.input || later.life.persistent) continue;
-    NodeId writer = g.value(later.life.root).producer;
+    const NodeId writer = later.life.writer;
     for (size_t a = 0; a < plan.buffers.size(); ++a) {
       const PlannedBuffer& earlier = plan.buffers[a];
       if (a == b || earlier.life.bytes == 0 || earlier.life.placement != later.life.placement) continue;
@@ -113,9 +121,11 @@ Result<Program> build_program(Graph g, MemoryPlan plan) {
   return p;
 }
 
-Result<Program> compile(const Graph& graph, const PlanOptions& opts) {
+Result<Program> compile(const Graph& graph, const PlanOptions& opts, Backend* backend) {
   Graph scheduled = LMS_TRY(schedule(graph));
-  MemoryPlan plan = LMS_TRY(plan_memory(scheduled, opts));
+  PlanOptions with_workspaces = opts;
+  if (backend) with_workspaces.workspace_bytes = LMS_TRY(backend->workspace_bytes(scheduled));
+  MemoryPlan plan = LMS_TRY(plan_memory(scheduled, with_workspaces));
   return build_program(std::move(scheduled), std::move(plan));
 }
 

@@ -42,12 +42,15 @@ class Program {
   uint32_t num_events() const { return num_events_; }
 
   Location location(ValueId v) const;
+  // The node's workspace in the device arena (planned scratch space for its kernel), if it has one.
+  std::optional<Location> workspace(NodeId n) const;
   // Values of `input` nodes and of persistent sources (param, state), in id order.
   const std::vector<ValueId>& inputs() const { return inputs_; }
   const std::vector<ValueId>& persistent_values() const { return persistent_; }
 
  private:
   friend Result<Program> build_program(Graph scheduled, MemoryPlan plan);
+  friend struct ProgramTestAccess;  // tests break Programs on purpose (program_check_test.cc)
   Graph graph_;
   MemoryPlan memory_;
   std::vector<StreamId> stream_;
@@ -65,7 +68,9 @@ StreamId stream_for(const Graph& g, NodeId n);
 // Builds a program from a graph in schedule order and its memory plan (made from that same graph).
 Result<Program> build_program(Graph scheduled, MemoryPlan plan);
 
-// schedule -> plan_memory (with the budget check) -> build_program.
-Result<Program> compile(const Graph& graph, const PlanOptions& opts = {});
+// schedule -> plan_memory (with the budget check) -> build_program. Given a backend, every node's workspace
+// (Backend::workspace_bytes) becomes a planned buffer, so the plan is exact for that backend; a program compiled
+// without one gives nodes no workspace, and a backend that needs some refuses to prepare it.
+Result<Program> compile(const Graph& graph, const PlanOptions& opts = {}, Backend* backend = nullptr);
 
 }  // namespace lms

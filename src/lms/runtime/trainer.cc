@@ -30,12 +30,12 @@ Result<ValueId> named_input(const Graph& g, const char* name) {
 Result<std::pair<double, int64_t>> evaluate(const Graph& forward, const TrainOptions& opts, DataSource& data,
                                             const std::map<std::string, HostTensor>& values) {
   Graph eval = LMS_TRY(evaluation_graph(forward));
-  Program program = LMS_TRY(compile(eval, PlanOptions{opts.budget_bytes}));
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, BackendOptions{opts.budget_bytes}));
+  Program program = LMS_TRY(compile(eval, PlanOptions{.budget_bytes = opts.budget_bytes}, backend.get()));
   ValueId x = LMS_TRY(named_input(program.graph(), kInputName));
   for (ValueId v : program.inputs())
     if (v != x) return fail("evaluation: the logits depend on input %{}, which the data does not provide",
                             program.graph().value(v).name);
-  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, BackendOptions{opts.budget_bytes}));
   Executor ex = LMS_TRY(Executor::create(program, *backend));
   LMS_TRY_VOID(ex.load(values, /*allow_unused=*/true));
   HostTensor xs, labels;
@@ -68,7 +68,10 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
 
   // Everything is decided, and a plan that does not fit is refused, before any memory is touched.
   Graph training = LMS_TRY(build_training_graph(forward, opts.training));
-  Program program = LMS_TRY(compile(training, PlanOptions{opts.budget_bytes}));
+  // The backend is made first because the plan includes its kernels' workspaces; its arenas are allocated
+  // only once the plan is known to fit.
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, BackendOptions{opts.budget_bytes}));
+  Program program = LMS_TRY(compile(training, PlanOptions{.budget_bytes = opts.budget_bytes}, backend.get()));
   const Graph& g = program.graph();
   ValueId x = LMS_TRY(named_input(g, kInputName));
   ValueId labels = LMS_TRY(named_input(g, kLabelsName));
@@ -99,7 +102,6 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   std::map<std::string, HostTensor> trained;
   {
     // The training backend and its arenas live only for the training loop.
-    std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, BackendOptions{opts.budget_bytes}));
     Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{opts.validate}));
     if (opts.initial_values) {
       LMS_TRY_VOID(ex.load(*opts.initial_values));
@@ -131,6 +133,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
     }
     if (opts.keep_values || opts.evaluate) trained = LMS_TRY(ex.persistent_values());
   }
+  backend.reset();  // the training arenas are released before evaluation allocates its own
 
   rep.step_seconds_median = median(rep.step_seconds);
   double sum = 0;
