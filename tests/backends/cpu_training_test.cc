@@ -72,7 +72,6 @@ void expect_cross_backend(const Run& run) {
     EXPECT_NEAR(cpu.losses[i], ref.losses[i], tolerance * std::abs(ref.losses[i]))
         << run.model << " step " << i;
   }
-  EXPECT_EQ(cpu.planned_peak_bytes, ref.planned_peak_bytes) << "the plan does not depend on the backend";
   EXPECT_LE(cpu.peak_device_bytes, cpu.planned_peak_bytes);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "lms/backends/reference/kernels.h"
+#include "lms/ir/verifier.h"
 #include "lms/runtime/program.h"
 
 namespace lms {
@@ -77,6 +78,24 @@ Result<void> CpuBackend::synchronize() {
 
 Result<void> CpuBackend::allocate_arenas(int64_t device_bytes, int64_t host_bytes) {
   return arenas_.allocate("cpu backend", device_bytes, host_bytes, opts_.device_budget_bytes);
+}
+
+Result<std::vector<int64_t>> CpuBackend::workspace_bytes(const Graph& g) {
+  if (!dnnl_) dnnl_ = LMS_TRY(cpu::make_dnnl_context());
+  std::vector<int64_t> bytes(g.num_nodes(), 0);
+  std::vector<TensorRef> ins, outs;  // types only: sizes depend on nothing else
+  for (NodeId n : g.node_ids()) {
+    const Node& node = g.node(n);
+    ins.clear();
+    outs.clear();
+    for (ValueId v : node.inputs) ins.push_back(TensorRef{&g.value(v).type, nullptr});
+    for (ValueId v : node.outputs) outs.push_back(TensorRef{&g.value(v).type, nullptr});
+    KernelCall call{node.op, &node.attrs, ins, outs, nullptr, 0};
+    auto b = cpu::dnnl_workspace_bytes(*dnnl_, call);
+    if (!b) return wrap(node_label(g, n), b.error());
+    bytes[n.v] = *b;
+  }
+  return bytes;
 }
 
 Result<void> CpuBackend::prepare(const Program& program) {

@@ -36,6 +36,7 @@ class CpuBackend final : public Backend {
   int64_t device_arena_bytes() const override { return arenas_.device_bytes(); }
   int64_t host_arena_bytes() const override { return arenas_.host_bytes(); }
   std::byte* host_base() override { return arenas_.host(); }
+  Result<std::vector<int64_t>> workspace_bytes(const Graph& scheduled) override;
   Result<void> prepare(const Program& program) override;
   Result<void> run(const Program& program, NodeId n) override;
   Result<void> record(EventId e, StreamId stream) override;
@@ -48,8 +49,8 @@ class CpuBackend final : public Backend {
 
   // The device arena as host memory (tests look inside it).
   std::byte* device_base() { return arenas_.device(); }
-  // Nodes of the prepared program that run a oneDNN primitive, and the bytes of their private scratchpads
-  // (not yet planned buffers: dnnl_kernels.h).
+  // Nodes of the prepared program that run a oneDNN primitive or an own loop, and the bytes of their
+  // workspaces (planned buffers when the program was compiled with this backend).
   int64_t dnnl_nodes() const;
   int64_t scratchpad_bytes() const;
 

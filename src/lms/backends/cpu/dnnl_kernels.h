@@ -1,12 +1,14 @@
-// Internal to the cpu backend: oneDNN primitives for the ops it accelerates, built once per node at prepare
-// time and run many times. This header keeps dnnl.hpp out of everything that includes it: the engine, stream,
-// primitives and memory objects live behind opaque types defined in dnnl_kernels.cc.
-// Covered today (f32 only): conv1d/2d/3d forward, conv_backward_data, conv_backward_filter and matmul (batched,
-// transposes expressed as strides). Every other op, and every other dtype, runs the reference kernel
-// (correct but slow; later steps move more ops onto oneDNN).
-// Scratchpads: oneDNN runs in user scratchpad mode and each primitive gets its own buffer allocated here at
-// prepare time. That is NOT yet a planned buffer (DESIGN.md wants workspaces to be buffers of the plan); the
-// bytes are reported by `DnnlKernel::scratchpad_bytes` so the gap is visible.
+// Internal to the cpu backend: each node's kernel, built once at prepare time and run many times: a oneDNN
+// primitive (or a few in a row) where oneDNN has the op, an own tight f32 loop where it is a small elementwise
+// op, a loss, an optimizer update or a data movement. This header keeps dnnl.hpp out of everything that
+// includes it: the engine, stream, primitives and memory objects live behind opaque types (dnnl_util.h, which
+// only the backend's .cc files include).
+// Covered (f32; ids and labels i32/i64): see the builders in dnnl_conv.cc, dnnl_norm.cc, dnnl_eltwise.cc,
+// dnnl_pool.cc, dnnl_reduce.cc, cpu_loops.cc and cpu_loops_nn.cc. Every other op or dtype runs the reference
+// kernel (prepare_dnnl_kernel returns nullptr), and so do the few configurations a builder declines (named
+// in its file comment).
+// Workspaces: oneDNN runs in user scratchpad mode; a kernel's scratchpad and its own temporaries are one
+// workspace of dnnl_workspace_bytes, which the plan provides as a buffer (KernelCall::workspace).
 #pragma once
 
 #include <cstdint>
@@ -25,18 +27,26 @@ struct DnnlContextDeleter {
 using DnnlContextPtr = std::unique_ptr<DnnlContext, DnnlContextDeleter>;
 Result<DnnlContextPtr> make_dnnl_context();
 
-// One node's prepared primitive with its memory objects bound to the node's arena buffers.
+// One node's prepared kernel with its memory objects bound to the node's arena buffers.
 class DnnlKernel {
  public:
   virtual ~DnnlKernel() = default;
-  // Runs the primitive and waits for it (call only from the compute stream's thread).
+  // Runs the kernel and waits for it. A kernel with oneDNN steps submits to the context's one stream, so it
+  // runs only on the compute stream's thread; the loop-only copies (swap_out, swap_in) may run on any.
   virtual Result<void> run() = 0;
-  // Bytes of this primitive's own scratchpad (allocated at prepare, outside the plan).
+  // Bytes of this kernel's workspace (oneDNN scratchpads and own temporaries; see dnnl_workspace_bytes).
   virtual int64_t scratchpad_bytes() const = 0;
 };
 
-// A prepared primitive for `call` (buffers as they will be at run time), or nullptr when oneDNN does not
-// cover this op or dtype and the caller must run the reference kernel. Errors: oneDNN refuses the shapes.
+// A prepared kernel for `call` (buffers as they will be at run time), or nullptr when this backend does not
+// cover this op or dtype and the caller must run the reference kernel. The kernel's scratch lives in
+// call.workspace (call.workspace_bytes long). Errors: oneDNN refuses the shapes, or the workspace is smaller
+// than dnnl_workspace_bytes (naming the op and both sizes).
 Result<std::unique_ptr<DnnlKernel>> prepare_dnnl_kernel(DnnlContext& ctx, const KernelCall& call);
+
+// The workspace bytes `call`'s kernel needs: the oneDNN scratchpad (user mode) plus the kernel's own
+// temporaries, each piece aligned to 64 bytes, summed. Computed from types and attributes only (the call's
+// data pointers may be null). 0 when the op runs the reference kernel or needs no scratch.
+Result<int64_t> dnnl_workspace_bytes(DnnlContext& ctx, const KernelCall& call);
 
 }  // namespace lms::cpu
