@@ -7,6 +7,9 @@
 #include "lms/ir/verifier.h"
 #include "lms/passes/dce.h"
 #include "lms/passes/pass.h"
+#include "lms/passes/tflms_serialize.h"
+#include "lms/passes/tflms_swap.h"
+#include "lms/passes/tflms_triggers.h"
 
 namespace lms {
 
@@ -28,6 +31,12 @@ const std::vector<PassInfo>& registry() {
        autodiff_pass_options(), run_autodiff_pass},
       {"train", "replaces the graph by its training graph: gradients, optimizer updates, running statistics",
        training_option_specs(), run_train_pass},
+      {"tflms-swap", "inserts TFLMS swap_out/swap_in pairs for tensors read far away (docs/tflms.md)",
+       tflms_swap_options(), run_tflms_swap_pass},
+      {"tflms-triggers", "adds each untriggered swap_in's TFLMS trigger edge and moves it after the trigger",
+       tflms_triggers_options(), run_tflms_triggers_pass},
+      {"tflms-serialize", "chains the ops of chosen levels by control edges in id order",
+       tflms_serialize_options(), run_tflms_serialize_pass},
   };
   return passes;
 }
