@@ -87,7 +87,12 @@ TEST(TrainCommand, BadOptionsAreOneLineErrors) {
 #endif
   expect_one_error_line(lms("train --model mlp --device cuda"), "device 'cuda' is not available yet", "cuda");
   expect_one_error_line(lms("train --model mlp --device tpu"), "unknown device 'tpu'", "tpu");
-  expect_one_error_line(lms("train --model mlp --strategy tflms"), "not available yet", "tflms");
+  expect_one_error_line(lms("train --model mlp --strategy auto"), "not implemented yet", "auto");
+  expect_one_error_line(lms("train --model mlp --strategy tflms --budget 1MiB"), "below the minimum", "hard limit");
+  expect_one_error_line(lms("train --model mlp --strategy tflms --budget 64MiB --tflms-params 1,2"),
+                        "four integers", "tflms params");
+  expect_one_error_line(lms("train --model mlp --tflms-params 1,1,1,0"), "needs --strategy tflms", "params alone");
+  expect_one_error_line(lms("train --model mlp --host-budget -3"), "negative", "host budget");
   expect_one_error_line(lms("train --model mlp --strategy magic"), "unknown strategy", "strategy");
   expect_one_error_line(lms("train --model mlp --steps 2 --epochs 1"), "not both", "steps and epochs");
   expect_one_error_line(lms("train --model mlp --steps 0"), "--steps", "zero steps");

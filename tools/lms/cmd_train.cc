@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "strategy_args.h"
 #include "lms/autodiff/optimizer.h"
 #include "lms/io/npz.h"
 #include "lms/runtime/trainer.h"
@@ -25,7 +26,6 @@ namespace lms::cli {
 
 namespace {
 
-constexpr int64_t kDefaultTrainBatch = 32;  // `lms train --model` batch when --batch is not given
 constexpr int kProgressLines = 20;          // plain progress lines over a run when stdout is not a terminal
 constexpr int kBarWidth = 24;               // characters of the terminal progress bar
 constexpr int kExitInterrupted = 130;       // 128 + SIGINT, as shells report it
@@ -34,8 +34,7 @@ struct TrainCmd {
   std::string file;
   ModelArgs model;
   std::string device = "reference";
-  std::string budget;
-  std::string strategy = "none";
+  StrategyArgs planning;
   int64_t steps = 0, epochs = 0;  // 0: not given
   std::string data = "synthetic";
   std::string data_dir = kFashionMnistDir;
@@ -73,14 +72,12 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   TrainOptions o;
   if (c.device.empty()) return fail("--device must name a device (reference, cpu, cuda)");
   o.device = c.device;
-  if (!c.budget.empty()) {
-    auto b = parse_size(c.budget);
-    if (!b) return wrap("--budget", b.error());
-    o.budget_bytes = *b;
-  }
-  if (c.strategy == "tflms" || c.strategy == "auto")
-    return fail("strategy '{}' is not available yet in this build (only 'none')", c.strategy);
-  if (c.strategy != "none") return fail("unknown strategy '{}' (strategies: none, tflms, auto)", c.strategy);
+  StrategyOptions planning = LMS_TRY(resolve(c.planning));
+  o.budget_bytes = planning.budget_bytes;
+  o.host_budget_bytes = planning.host_budget_bytes;
+  o.strategy = planning.strategy;
+  o.tflms = planning.tflms_fixed;
+  o.on_trial = planning.on_trial;
   if (c.steps_opt->count() > 0) o.steps = c.steps;
   if (c.epochs_opt->count() > 0) o.epochs = c.epochs;
   auto kind = parse_optimizer(c.optimizer);
@@ -104,19 +101,23 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
   j["peak_device_bytes"] = r.peak_device_bytes;
   j["planned_peak_bytes"] = r.planned_peak_bytes;
   j["budget_bytes"] = r.budget_bytes == kUnlimitedBytes ? nlohmann::ordered_json() : nlohmann::ordered_json(r.budget_bytes);
-  j["swap_out_bytes"] = 0;  // strategy none swaps nothing
-  j["swap_in_bytes"] = 0;
+  j["swap_out_bytes"] = r.swap_out_bytes;
+  j["swap_in_bytes"] = r.swap_in_bytes;
   j["step_seconds_median"] = r.step_seconds_median;
   j["samples_per_second"] = r.samples_per_second;
   if (r.test_accuracy) j["test_accuracy"] = *r.test_accuracy;
   j["device"] = c.device;
-  j["strategy"] = c.strategy;
+  j["strategy"] = c.planning.strategy;
   j["steps"] = r.steps;
   j["batch"] = r.batch;
   j["lower_bound_bytes"] = r.lower_bound_bytes;
   j["min_budget_bytes"] = r.min_budget_bytes;
   j["param_bytes"] = r.persistent_bytes;
   j["max_live_bytes"] = r.max_live_bytes;
+  j["peak_bytes_none"] = r.peak_bytes_none;
+  j["lms_needed"] = r.lms_needed;
+  j["swapped_tensors"] = r.swapped_tensors;
+  if (r.tflms) j["tflms"] = tflms_json(*r.tflms);
   j["interrupted"] = r.interrupted;
   return j;
 }
@@ -129,6 +130,20 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
              format_bytes(r.planned_peak_bytes), r.budget_bytes == kUnlimitedBytes ? "unlimited" : format_bytes(r.budget_bytes),
              format_bytes(r.lower_bound_bytes), format_bytes(r.min_budget_bytes));
   fmt::print("  measured peak  {} (highest device arena byte written)\n", format_bytes(r.peak_device_bytes));
+  if (r.tflms) {  // the graph was rewritten: the budget needed it, or --tflms-params forced it
+    const std::string none = fmt::format("peak without LMS {} {} the budget", format_bytes(r.peak_bytes_none),
+                                         r.lms_needed ? "does not fit" : "fits");
+    if (r.swapped_tensors == 0)
+      fmt::print("  plan           {}: {}; its reordered schedule alone fits (no tensor swapped)\n",
+                 c.planning.strategy, none);
+    else
+      fmt::print("  plan           {}: {}; {} tensors swapped, {} out and {} in per step\n", c.planning.strategy,
+                 none, r.swapped_tensors, format_bytes(r.swap_out_bytes), format_bytes(r.swap_in_bytes));
+    fmt::print("  tflms          {}\n", describe_tflms(*r.tflms));
+  } else if (c.planning.strategy != "none") {
+    fmt::print("  plan           {}: LMS not needed (peak without LMS {} fits)\n", c.planning.strategy,
+               format_bytes(r.peak_bytes_none));
+  }
   fmt::print("  step time      {:.3g} ms median, {:.0f} samples/s\n", r.step_seconds_median * 1e3, r.samples_per_second);
   if (r.test_accuracy) fmt::print("  test accuracy  {:.4f} ({} samples)\n", *r.test_accuracy, r.test_samples);
   if (!c.save.empty()) fmt::print("  saved          {}\n", c.save);
@@ -214,8 +229,7 @@ void add_train_command(CLI::App& root, int& exit_code) {
   sub->add_option("FILE", c->file, "Forward graph in the IR text format (- for stdin); or use --model");
   add_model_options(sub, c->model, /*with_model_flag=*/true);
   sub->add_option("--device", c->device, "Backend: reference (plain loops), cpu, cuda")->capture_default_str();
-  sub->add_option("--budget", c->budget, "Device memory for the step: 512MiB, 16GiB, 2GB or bytes (default: unlimited)");
-  sub->add_option("--strategy", c->strategy, "Memory strategy: none (tflms and auto come later)")->capture_default_str();
+  add_strategy_options(sub, c->planning, /*budget_required=*/false);
   c->steps_opt = sub->add_option("--steps", c->steps, "Train this many steps");
   c->epochs_opt = sub->add_option("--epochs", c->epochs, "Train this many passes over the data (default: 1)");
   sub->add_option("--data", c->data, "Data: synthetic or fashion-mnist")->capture_default_str();

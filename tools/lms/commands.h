@@ -9,5 +9,8 @@ void add_model_command(CLI::App& root, int& exit_code);
 void add_stats_command(CLI::App& root, int& exit_code);
 void add_opt_command(CLI::App& root, int& exit_code);
 void add_train_command(CLI::App& root, int& exit_code);
+void add_plan_command(CLI::App& root, int& exit_code);
+void add_maxbatch_command(CLI::App& root, int& exit_code);
+void add_maxres_command(CLI::App& root, int& exit_code);
 
 }  // namespace lms::cli

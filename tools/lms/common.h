@@ -19,6 +19,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;   // the command ran and failed (bad input, does not fit, ...)
 inline constexpr int kExitUsage = 2;   // the command line itself is wrong
 
+// The --batch of `lms train` and `lms plan` when none is given, so that a plan is of what train would run.
+inline constexpr int64_t kDefaultTrainBatch = 32;
+
 // Model options as typed on the command line; `resolve` turns them into ModelOptions.
 struct ModelArgs {
   std::string name;       // --model NAME (or the positional NAME of `lms model`)

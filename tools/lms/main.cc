@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   add_stats_command(app, exit_code);
   add_opt_command(app, exit_code);
   add_train_command(app, exit_code);
+  add_plan_command(app, exit_code);
+  add_maxbatch_command(app, exit_code);
+  add_maxres_command(app, exit_code);
   std::string known;
   bool found = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

@@ -129,4 +129,8 @@ Result<Program> compile(const Graph& graph, const PlanOptions& opts, Backend* ba
   return build_program(std::move(scheduled), std::move(plan));
 }
 
+WorkspaceFn workspaces_of(Backend& backend) {
+  return [&backend](const Graph& scheduled) { return backend.workspace_bytes(scheduled); };
+}
+
 }  // namespace lms

@@ -16,6 +16,7 @@
 
 #include "lms/ir/graph.h"
 #include "lms/plan/memory_planner.h"
+#include "lms/plan/strategy.h"
 #include "lms/runtime/backend.h"
 #include "lms/support/error.h"
 
@@ -72,5 +73,8 @@ Result<Program> build_program(Graph scheduled, MemoryPlan plan);
 // (Backend::workspace_bytes) becomes a planned buffer, so the plan is exact for that backend; a program compiled
 // without one gives nodes no workspace, and a backend that needs some refuses to prepare it.
 Result<Program> compile(const Graph& graph, const PlanOptions& opts = {}, Backend* backend = nullptr);
+
+// The backend's workspaces as a planning function (plan/strategy.h), for make_plan.
+WorkspaceFn workspaces_of(Backend& backend);
 
 }  // namespace lms

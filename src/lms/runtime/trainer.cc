@@ -71,7 +71,22 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   // The backend is made first because the plan includes its kernels' workspaces; its arenas are allocated
   // only once the plan is known to fit.
   std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, BackendOptions{opts.budget_bytes}));
-  Program program = LMS_TRY(compile(training, PlanOptions{.budget_bytes = opts.budget_bytes}, backend.get()));
+  StrategyOptions planning;
+  planning.strategy = opts.strategy;
+  planning.budget_bytes = opts.budget_bytes;
+  planning.host_budget_bytes = opts.host_budget_bytes;
+  planning.workspace_bytes = workspaces_of(*backend);
+  planning.tflms_fixed = opts.tflms;
+  planning.on_trial = opts.on_trial;
+  Plan plan = LMS_TRY(make_plan(training, planning));
+  TrainReport rep;
+  rep.peak_bytes_none = plan.peak_bytes_none;
+  rep.lms_needed = plan.lms_needed;
+  rep.tflms = plan.tflms;
+  rep.swap_out_bytes = plan.swap_out_bytes;
+  rep.swap_in_bytes = plan.swap_in_bytes;
+  rep.swapped_tensors = plan.swapped_tensors;
+  Program program = LMS_TRY(build_program(std::move(plan.graph), std::move(plan.memory)));
   const Graph& g = program.graph();
   ValueId x = LMS_TRY(named_input(g, kInputName));
   ValueId labels = LMS_TRY(named_input(g, kLabelsName));
@@ -86,18 +101,17 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
     data_opts.classes = forward.value(*logits).type.shape[1];  // synthetic labels must be valid classes
   std::unique_ptr<DataSource> data = LMS_TRY(open_data(data_opts, g.value(x).type, g.value(labels).type));
 
-  TrainReport rep;
   rep.batch = data->batch_size();
   rep.steps_per_epoch = data->train_batches();
   const int64_t total = opts.steps ? *opts.steps : opts.epochs.value_or(1) * rep.steps_per_epoch;
   const int64_t total_epochs = (total + rep.steps_per_epoch - 1) / rep.steps_per_epoch;
   rep.planned_steps = total;
-  const MemoryPlan& plan = program.memory();
-  rep.planned_peak_bytes = plan.device_arena_bytes;
+  const MemoryPlan& memory = program.memory();
+  rep.planned_peak_bytes = memory.device_arena_bytes;
   rep.budget_bytes = opts.budget_bytes;
-  rep.lower_bound_bytes = plan.lower_bound_bytes;
-  rep.min_budget_bytes = plan.min_budget_bytes;
-  rep.persistent_bytes = plan.persistent_bytes;
+  rep.lower_bound_bytes = memory.lower_bound_bytes;
+  rep.min_budget_bytes = memory.min_budget_bytes;
+  rep.persistent_bytes = memory.persistent_bytes;
 
   std::map<std::string, HostTensor> trained;
   {

@@ -18,6 +18,7 @@
 #include "lms/runtime/tensor.h"
 #include "lms/runtime/trace.h"
 #include "lms/support/error.h"
+#include "lms/plan/strategy.h"
 #include "lms/support/size.h"
 
 namespace lms {
@@ -25,6 +26,10 @@ namespace lms {
 struct TrainOptions {
   std::string device = "reference";          // backend name (runtime/backend_registry.h)
   int64_t budget_bytes = kUnlimitedBytes;    // device memory for the step; the plan must fit it
+  int64_t host_budget_bytes = kUnlimitedBytes;  // host memory for swapped tensors
+  Strategy strategy = Strategy::none;        // how the plan fits the budget (plan/strategy.h)
+  std::optional<TflmsParams> tflms;          // tflms: use these parameters instead of searching
+  std::function<void(const TflmsTrial&)> on_trial;  // tflms: every parameter set the search simulates
   TrainingOptions training;                  // optimizer and batch-norm statistics
   std::optional<int64_t> steps;              // run exactly this many steps, or
   std::optional<int64_t> epochs;             // this many passes over the train split (neither: one epoch)
@@ -69,6 +74,12 @@ struct TrainReport {
   int64_t persistent_bytes = 0;            // parameters and state
   int64_t peak_device_bytes = -1;          // measured: highest arena byte written + 1, over all steps (validate)
   int64_t max_live_bytes = 0;              // most device bytes the executor saw live at once
+  int64_t peak_bytes_none = 0;             // the planned peak without any strategy
+  bool lms_needed = false;                 // the strategy rewrote the graph (swaps) to fit the budget
+  std::optional<TflmsParams> tflms;        // tflms: the parameters used
+  int64_t swap_out_bytes = 0;              // per step, device -> host
+  int64_t swap_in_bytes = 0;               // per step, host -> device
+  int64_t swapped_tensors = 0;
   double step_seconds_median = 0;
   double samples_per_second = 0;           // batch * steps / the sum of step times
   std::optional<double> test_accuracy;     // with `evaluate`

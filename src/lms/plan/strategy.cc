@@ -1,0 +1,259 @@
+// The strategies none and tflms (see strategy.h).
+//
+// Note [TFLMS schedule]
+// The simulator walks levels in order, the nodes of a level by id, and plays each swap-out right after its
+// source and each prefetch right after its trigger (sim/memory_sim.h). The exact plan is made for the order the
+// program really runs, so the tflms strategy runs the rewritten graph in that same order: every original node
+// at its (level, id) position in the graph without swaps (tflms-triggers' bypass_swaps), each swap_out right
+// after its source, each triggered swap_in right after the last of its control inputs (its trigger, or in sync
+// mode 2/3 the producers of its target's other inputs), and each swap_in without control inputs right before
+// its first consumer (synchronous: fetched just in time). Kahn's algorithm with these positions as priorities
+// makes the order; it is the intended one whenever that is valid, and a valid order always.
+#include "lms/plan/strategy.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "lms/analysis/levels.h"
+#include "lms/analysis/reachability.h"
+#include "lms/passes/tflms_swap.h"
+#include "lms/passes/tflms_triggers.h"
+#include "lms/plan/schedule.h"
+
+namespace lms {
+
+namespace {
+
+// Searches after the first, when the exact plan disagrees with the simulator (strategy.h).
+constexpr int kMaxTflmsRounds = 6;
+// Each retry lowers the simulator's budget below the exact plan's excess by this fraction more, so that rounds
+// make progress even when the excess is a few bytes.
+constexpr double kRatioMargin = 0.01;
+
+// Priority of a node in the TFLMS order: 4 x position of the anchor node, plus an offset that puts swap-outs and
+// triggered swap-ins after their anchor and synchronous swap-ins before theirs (Note [TFLMS schedule]).
+Result<Graph> tflms_schedule(const Graph& rewritten) {
+  BypassedGraph bypassed = LMS_TRY(bypass_swaps(rewritten));
+  Levels levels = LMS_TRY(compute_levels(bypassed.graph));
+  std::vector<NodeId> base = bypassed.graph.node_ids();
+  std::stable_sort(base.begin(), base.end(), [&](NodeId a, NodeId b) { return levels[a] < levels[b]; });
+  const size_t n = rewritten.num_nodes();
+  constexpr int64_t kUnset = -1;
+  std::vector<int64_t> key(n, kUnset);
+  for (size_t i = 0; i < base.size(); ++i) key[bypassed.old_of_new[base[i].v].v] = 4 * static_cast<int64_t>(i);
+  for (NodeId m : rewritten.node_ids()) {  // swap-outs: right after their source
+    if (rewritten.node(m).op != Op::swap_out) continue;
+    key[m.v] = key[rewritten.value(rewritten.node(m).inputs.front()).producer.v] + 1;
+  }
+  for (NodeId m : rewritten.node_ids()) {
+    const Node& node = rewritten.node(m);
+    if (node.op != Op::swap_in) continue;
+    if (!node.control_inputs.empty()) {
+      int64_t last = 0;
+      for (NodeId c : node.control_inputs) last = std::max(last, key[c.v]);
+      key[m.v] = last - last % 4 + 2;
+      continue;
+    }
+    int64_t first = INT64_MAX;
+    for (NodeId c : rewritten.value(node.outputs.front()).consumers) first = std::min(first, key[c.v]);
+    key[m.v] = first == INT64_MAX ? key[rewritten.value(node.inputs.front()).producer.v] + 1 : first - 1;
+  }
+  for (NodeId m : rewritten.node_ids())
+    if (key[m.v] == kUnset) return fail("tflms schedule: node #{} has no position (a swap op in an unexpected place)", m.v);
+
+  // Kahn's algorithm by (key, id).
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<NodeId>> dependents(n);
+  for (NodeId m : rewritten.node_ids()) {
+    std::vector<NodeId> deps;
+    for (ValueId v : rewritten.node(m).inputs) deps.push_back(rewritten.value(v).producer);
+    for (NodeId c : rewritten.node(m).control_inputs) deps.push_back(c);
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    pending[m.v] = static_cast<int>(deps.size());
+    for (NodeId d : deps) dependents[d.v].push_back(m);
+  }
+  using Entry = std::pair<int64_t, uint32_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
+  for (NodeId m : rewritten.node_ids())
+    if (pending[m.v] == 0) ready.push({key[m.v], m.v});
+  std::vector<NodeId> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    NodeId m{ready.top().second};
+    ready.pop();
+    order.push_back(m);
+    for (NodeId d : dependents[m.v])
+      if (--pending[d.v] == 0) ready.push({key[d.v], d.v});
+  }
+  if (order.size() != n) return fail("tflms schedule: the rewritten graph has a cycle");
+  Graph out = rewritten;
+  out.reorder(order);
+  out.set_scheduled(true);
+  return out;
+}
+
+Result<MemoryPlan> plan_exact(const Graph& scheduled, const StrategyOptions& opts, std::vector<int64_t>* workspaces) {
+  PlanOptions po{.budget_bytes = opts.budget_bytes, .assignment = opts.assignment};
+  if (opts.workspace_bytes) po.workspace_bytes = LMS_TRY(opts.workspace_bytes(scheduled));
+  if (workspaces) *workspaces = po.workspace_bytes;
+  return plan_memory_unchecked(scheduled, po);
+}
+
+bool fits(const MemoryPlan& m, const StrategyOptions& opts) {
+  return m.device_arena_bytes <= opts.budget_bytes && m.host_arena_bytes <= opts.host_budget_bytes;
+}
+
+Error host_does_not_fit(const MemoryPlan& m, int64_t host_budget) {
+  return Error{fmt::format("does not fit the host: the plan needs {} of host memory for swapped tensors, the host "
+                           "budget is {}",
+                           format_size(m.host_arena_bytes), format_size(host_budget)),
+               {}};
+}
+
+void count_swaps(Plan& p) {
+  for (NodeId n : p.graph.node_ids()) {
+    const Node& node = p.graph.node(n);
+    const int64_t bytes = p.graph.value(node.outputs.front()).type.bytes();
+    if (node.op == Op::swap_out) {
+      p.swap_out_bytes += bytes;
+      ++p.swapped_tensors;
+    } else if (node.op == Op::swap_in) {
+      p.swap_in_bytes += bytes;
+    }
+  }
+}
+
+Plan not_fitting(Plan p, Error why) {
+  p.fits = false;
+  p.why = std::move(why);
+  return p;
+}
+
+Result<Plan> plan_tflms(Plan p, const Graph& scheduled, const std::vector<int64_t>& workspaces,
+                        const StrategyOptions& opts) {
+  const MemoryPlan& none = p.memory;
+  // Below the hard limit no setting of T, A, G can fit: say so with the number, before searching.
+  if (none.min_budget_bytes > opts.budget_bytes)
+    return not_fitting(std::move(p),
+                       Error{fmt::format("budget {} is below the minimum any plan needs, {}: parameters and state ({}) "
+                                         "plus the largest single op's inputs, outputs and workspace, which swapping "
+                                         "cannot reduce",
+                                         format_size(opts.budget_bytes), format_size(none.min_budget_bytes),
+                                         format_size(none.persistent_bytes)),
+                             {}});
+  Levels levels = LMS_TRY(compute_levels(scheduled));
+  Reachability reach = LMS_TRY(compute_reachability(scheduled, levels));
+  p.levels = levels.count();
+  TflmsSearchOptions so;
+  so.sim.device_bytes = opts.budget_bytes;
+  so.sim.host_bytes = opts.host_budget_bytes;
+  so.sim.ratio = opts.tflms_ratio;
+  so.sim.workspace_bytes = workspaces;
+  so.base = opts.tflms;
+  so.on_trial = opts.on_trial;
+
+  for (int round = 1; round <= kMaxTflmsRounds; ++round) {
+    p.tflms_rounds = round;
+    TflmsParams params;
+    if (opts.tflms_fixed) {
+      params = *opts.tflms_fixed;
+      SwapDecisions d = LMS_TRY(decide_tflms_swaps(scheduled, levels, reach, params));
+      MemorySimResult sim = LMS_TRY(simulate_tflms_memory(scheduled, levels, d, so.sim));
+      p.sim_peak_bytes = sim.peak_device_bytes;
+    } else {
+      TflmsSearchResult r = LMS_TRY(search_tflms(scheduled, levels, reach, so));
+      p.trials.insert(p.trials.end(), r.trials.begin(), r.trials.end());
+      if (!r.fits) return not_fitting(std::move(p), *r.why);
+      params = r.params;
+      if (!r.lms_needed) params.swapout_threshold = std::max(1, p.levels);  // nothing is far: no swap
+      p.sim_peak_bytes = r.sim.peak_device_bytes;
+    }
+    Graph rewritten = scheduled;
+    LMS_TRY(insert_tflms_swaps(rewritten, params));
+    // Sync modes 2 and 3 fetch just in time: no triggers (tflms_triggers.h).
+    if (params.sync_mode == SyncMode::async || params.sync_mode == SyncMode::sync_out)
+      LMS_TRY(add_tflms_triggers(rewritten, params));
+    Graph ordered = LMS_TRY(tflms_schedule(rewritten));
+    MemoryPlan memory = LMS_TRY(plan_exact(ordered, opts, nullptr));
+    p.tflms = params;
+    const bool device_fits = memory.device_arena_bytes <= opts.budget_bytes;
+    Error why = device_fits ? host_does_not_fit(memory, opts.host_budget_bytes)
+                            : does_not_fit(ordered, memory, opts.budget_bytes);
+    p.graph = std::move(ordered);
+    p.memory = std::move(memory);
+    p.swap_out_bytes = p.swap_in_bytes = p.swapped_tensors = 0;
+    count_swaps(p);
+    if (fits(p.memory, opts)) {
+      p.fits = true;
+      return p;
+    }
+    if (device_fits) return not_fitting(std::move(p), why);
+    if (opts.tflms_fixed || round == kMaxTflmsRounds) {
+      why.where = fmt::format("tflms (T={}, A={}, G={}, sync_mode={}; simulated peak {}; after {} round(s))",
+                              params.swapout_threshold, params.swapin_ahead, params.swapin_groupby,
+                              static_cast<int>(params.sync_mode), format_size(p.sim_peak_bytes), round);
+      return not_fitting(std::move(p), why);
+    }
+    // The simulator's walk under-counted this schedule: lower its budget by the excess and search again.
+    const double room = static_cast<double>(opts.budget_bytes - p.memory.persistent_bytes);
+    const double need = static_cast<double>(p.memory.device_arena_bytes - p.memory.persistent_bytes);
+    so.sim.ratio = std::max(so.sim.ratio * room / need * (1.0 - kRatioMargin), 1e-6);
+  }
+  return fail("tflms: unreachable");
+}
+
+}  // namespace
+
+std::string_view strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::none: return "none";
+    case Strategy::tflms: return "tflms";
+    case Strategy::automatic: return "auto";
+  }
+  return "?";
+}
+
+Result<Strategy> parse_strategy(std::string_view name) {
+  if (name == "none") return Strategy::none;
+  if (name == "tflms") return Strategy::tflms;
+  if (name == "auto") return fail("strategy 'auto' is not implemented yet (strategies: none, tflms)");
+  return fail("unknown strategy '{}' (strategies: none, tflms, auto)", name);
+}
+
+Result<Plan> make_plan(const Graph& training, const StrategyOptions& opts) {
+  Plan p = LMS_TRY(try_plan(training, opts));
+  if (!p.fits) return std::unexpected(*p.why);
+  return p;
+}
+
+Result<Plan> try_plan(const Graph& training, const StrategyOptions& opts) {
+  if (opts.budget_bytes < 0) return fail("budget {} is negative", opts.budget_bytes);
+  if (opts.host_budget_bytes < 0) return fail("host budget {} is negative", opts.host_budget_bytes);
+  if (opts.strategy == Strategy::automatic) return fail("strategy 'auto' is not implemented yet (strategies: none, tflms)");
+  Graph scheduled = LMS_TRY(schedule(training));
+  std::vector<int64_t> workspaces;
+  MemoryPlan none = LMS_TRY(plan_exact(scheduled, opts, &workspaces));
+  Plan p;
+  p.strategy = opts.strategy;
+  p.budget_bytes = opts.budget_bytes;
+  p.host_budget_bytes = opts.host_budget_bytes;
+  p.peak_bytes_none = none.device_arena_bytes;
+  const bool none_fits = fits(none, opts);
+  Error why = none.device_arena_bytes > opts.budget_bytes ? does_not_fit(scheduled, none, opts.budget_bytes)
+                                                          : host_does_not_fit(none, opts.host_budget_bytes);
+  p.graph = scheduled;
+  p.memory = std::move(none);
+  p.lms_needed = !none_fits;
+  // Every strategy declines to swap when everything fits, except tflms told its parameters: it swaps what they
+  // say, like the original with user-set parameters.
+  const bool forced = opts.strategy == Strategy::tflms && opts.tflms_fixed;
+  if (none_fits && !forced) {
+    p.fits = true;
+    return p;
+  }
+  if (opts.strategy == Strategy::none) return not_fitting(std::move(p), std::move(why));
+  return plan_tflms(std::move(p), scheduled, workspaces, opts);
+}
+
+}  // namespace lms

@@ -1,0 +1,164 @@
+// Strategies (plan/strategy.h) on a real training graph: none fits or says why not; tflms declines to swap
+// when everything fits, swaps under a budget between the hard minimum and the no-swap peak (and the exact
+// plan, not only the simulator, fits), refuses a budget below the hard minimum and a host budget too small
+// with one sentence each, swaps what fixed parameters say, and is deterministic. The schedule it produces is
+// valid (checked by compile's verifier and race check in the training tests).
+#include <gtest/gtest.h>
+
+#include "lms/autodiff/optimizer.h"
+#include "lms/models/models.h"
+#include "lms/plan/schedule.h"
+#include "lms/plan/strategy.h"
+
+namespace lms {
+namespace {
+
+// resnet18 with the small stem at 32x32, batch 16, momentum: big enough that swapping has room to work.
+Graph resnet_training() {
+  ModelOptions mo;
+  mo.batch = 16;
+  mo.image = {32};
+  mo.classes = 10;
+  mo.small_stem = true;
+  auto fwd = build_model("resnet18", mo);
+  EXPECT_TRUE(fwd.has_value()) << fwd.error().str();
+  TrainingOptions t;
+  t.optimizer.kind = OptimizerKind::momentum;
+  auto tr = build_training_graph(*fwd, t);
+  EXPECT_TRUE(tr.has_value()) << tr.error().str();
+  return std::move(*tr);
+}
+
+const Graph& training() {
+  static const Graph g = resnet_training();
+  return g;
+}
+
+int count_op(const Graph& g, Op op) {
+  int n = 0;
+  for (NodeId id : g.node_ids()) n += g.node(id).op == op;
+  return n;
+}
+
+Plan plan_ok(const StrategyOptions& o) {
+  auto p = try_plan(training(), o);
+  EXPECT_TRUE(p.has_value()) << p.error().str();
+  return p ? std::move(*p) : Plan();
+}
+
+int64_t none_peak() {
+  static const int64_t peak = plan_ok(StrategyOptions{}).memory.device_arena_bytes;
+  return peak;
+}
+
+TEST(Strategy, ParseNames) {
+  EXPECT_EQ(parse_strategy("none").value(), Strategy::none);
+  EXPECT_EQ(parse_strategy("tflms").value(), Strategy::tflms);
+  auto a = parse_strategy("auto");
+  ASSERT_FALSE(a.has_value());
+  EXPECT_NE(a.error().str().find("not implemented yet"), std::string::npos) << a.error().str();
+  auto b = parse_strategy("magic");
+  ASSERT_FALSE(b.has_value());
+  EXPECT_NE(b.error().str().find("unknown strategy 'magic'"), std::string::npos) << b.error().str();
+}
+
+TEST(Strategy, NoneUnlimitedFits) {
+  Plan p = plan_ok(StrategyOptions{});
+  EXPECT_TRUE(p.fits);
+  EXPECT_FALSE(p.lms_needed);
+  EXPECT_EQ(p.peak_bytes_none, p.memory.device_arena_bytes);
+  EXPECT_EQ(count_op(p.graph, Op::swap_out), 0);
+  EXPECT_TRUE(check_schedule_order(p.graph).has_value());
+}
+
+TEST(Strategy, NoneOverBudgetSaysWhy) {
+  StrategyOptions o{.budget_bytes = none_peak() - 1};
+  Plan p = plan_ok(o);
+  EXPECT_FALSE(p.fits);
+  EXPECT_TRUE(p.lms_needed);
+  ASSERT_TRUE(p.why.has_value());
+  EXPECT_NE(p.why->str().find("does not fit"), std::string::npos) << p.why->str();
+  auto made = make_plan(training(), o);
+  ASSERT_FALSE(made.has_value());
+  EXPECT_EQ(made.error().str(), p.why->str());
+}
+
+TEST(Strategy, TflmsDeclinesWhenEverythingFits) {
+  Plan p = plan_ok(StrategyOptions{.strategy = Strategy::tflms, .budget_bytes = none_peak()});
+  EXPECT_TRUE(p.fits);
+  EXPECT_FALSE(p.lms_needed);
+  EXPECT_FALSE(p.tflms.has_value());
+  EXPECT_EQ(p.memory.device_arena_bytes, none_peak());
+  EXPECT_EQ(count_op(p.graph, Op::swap_out), 0);
+}
+
+TEST(Strategy, TflmsFitsBetweenTheHardMinimumAndTheNoSwapPeak) {
+  const int64_t hard = plan_ok(StrategyOptions{}).memory.min_budget_bytes;
+  ASSERT_LT(hard, none_peak());
+  // Three quarters of the way down from the no-swap peak towards the hard minimum.
+  const int64_t budget = none_peak() - (none_peak() - hard) * 3 / 4;
+  Plan p = plan_ok(StrategyOptions{.strategy = Strategy::tflms, .budget_bytes = budget});
+  ASSERT_TRUE(p.fits) << (p.why ? p.why->str() : "");
+  EXPECT_TRUE(p.lms_needed);
+  EXPECT_LE(p.memory.device_arena_bytes, budget) << "the exact plan, not only the simulator";
+  EXPECT_EQ(p.peak_bytes_none, none_peak());
+  ASSERT_TRUE(p.tflms.has_value());
+  EXPECT_GT(p.swapped_tensors, 0);
+  EXPECT_EQ(count_op(p.graph, Op::swap_out), p.swapped_tensors);
+  EXPECT_GE(count_op(p.graph, Op::swap_in), p.swapped_tensors);
+  EXPECT_GT(p.swap_out_bytes, 0);
+  EXPECT_GE(p.swap_in_bytes, p.swap_out_bytes) << "every swapped tensor comes back at least once";
+  EXPECT_GT(p.memory.host_arena_bytes, 0);
+  EXPECT_FALSE(p.trials.empty());
+  EXPECT_GT(p.levels, 0);
+  EXPECT_TRUE(check_schedule_order(p.graph).has_value());
+
+  // Deterministic: the same plan again, node for node and offset for offset.
+  Plan q = plan_ok(StrategyOptions{.strategy = Strategy::tflms, .budget_bytes = budget});
+  ASSERT_EQ(q.graph.num_nodes(), p.graph.num_nodes());
+  for (NodeId n : p.graph.node_ids()) EXPECT_EQ(q.graph.node(n).op, p.graph.node(n).op);
+  ASSERT_EQ(q.memory.buffers.size(), p.memory.buffers.size());
+  for (size_t i = 0; i < p.memory.buffers.size(); ++i) EXPECT_EQ(q.memory.buffers[i].offset, p.memory.buffers[i].offset);
+}
+
+TEST(Strategy, TflmsBelowTheHardMinimumNamesIt) {
+  const int64_t hard = plan_ok(StrategyOptions{}).memory.min_budget_bytes;
+  Plan p = plan_ok(StrategyOptions{.strategy = Strategy::tflms, .budget_bytes = hard - 1});
+  EXPECT_FALSE(p.fits);
+  ASSERT_TRUE(p.why.has_value());
+  EXPECT_NE(p.why->str().find("below the minimum any plan needs"), std::string::npos) << p.why->str();
+  EXPECT_TRUE(p.trials.empty()) << "no search below the hard minimum";
+}
+
+TEST(Strategy, TflmsHostBudgetTooSmall) {
+  const int64_t hard = plan_ok(StrategyOptions{}).memory.min_budget_bytes;
+  const int64_t budget = none_peak() - (none_peak() - hard) / 2;
+  Plan p = plan_ok(StrategyOptions{.strategy = Strategy::tflms, .budget_bytes = budget, .host_budget_bytes = 1024});
+  EXPECT_FALSE(p.fits);
+  ASSERT_TRUE(p.why.has_value());
+  EXPECT_NE(p.why->str().find("host memory"), std::string::npos) << p.why->str();
+}
+
+TEST(Strategy, TflmsFixedParametersSwapEvenWhenEverythingFits) {
+  TflmsParams fixed;
+  fixed.swapout_threshold = 1;
+  fixed.swapin_ahead = 1;
+  fixed.sync_mode = SyncMode::sync_both;
+  Plan p = plan_ok(StrategyOptions{.strategy = Strategy::tflms, .tflms_fixed = fixed});
+  ASSERT_TRUE(p.fits);
+  EXPECT_FALSE(p.lms_needed);
+  ASSERT_TRUE(p.tflms.has_value());
+  EXPECT_EQ(p.tflms->swapout_threshold, 1);
+  EXPECT_EQ(p.tflms->sync_mode, SyncMode::sync_both);
+  EXPECT_GT(p.swapped_tensors, 0);
+  EXPECT_TRUE(p.trials.empty()) << "fixed parameters: no search";
+  EXPECT_LT(p.memory.device_arena_bytes, none_peak()) << "T=1 swaps every long-lived activation";
+}
+
+TEST(Strategy, NegativeBudgetsAreErrors) {
+  EXPECT_FALSE(try_plan(training(), StrategyOptions{.budget_bytes = -1}).has_value());
+  EXPECT_FALSE(try_plan(training(), StrategyOptions{.host_budget_bytes = -1}).has_value());
+}
+
+}  // namespace
+}  // namespace lms

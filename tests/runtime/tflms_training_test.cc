@@ -1,0 +1,144 @@
+// Swapping changes where tensors live, never what is computed: training with the tflms strategy gives
+// bit-identical losses and parameters to training without it, for every sync mode and a spread of T, A and G
+// (fixed parameters force the swaps even where everything fits), on the reference backend and on the cpu
+// backend (whose copies run on their own stream threads). Under a budget the no-swap plan exceeds, the searched
+// plan fits, the measured peak stays within it, and the losses are still those of the unconstrained run.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "lms/models/models.h"
+#include "lms/runtime/trainer.h"
+
+namespace lms {
+namespace {
+
+struct Case {
+  std::string model;
+  ModelOptions options;
+};
+
+Case mlp() {
+  Case c{"mlp", {}};
+  c.options.batch = 16;
+  c.options.hidden = {64, 32};
+  return c;
+}
+
+Case resnet() {
+  Case c{"resnet18", {}};
+  c.options.batch = 2;
+  c.options.image = {8};
+  c.options.classes = 10;
+  c.options.small_stem = true;
+  return c;
+}
+
+// A two-layer GPT whose activations outweigh its parameters: a budget can sit well below the no-swap peak.
+Case gpt() {
+  Case c{"gpt", {}};
+  c.options.batch = 8;
+  c.options.layers = 2;
+  c.options.hidden_size = 64;
+  c.options.heads = 4;
+  c.options.seq = 64;
+  c.options.vocab = 100;
+  return c;
+}
+
+TrainReport train_case(const Case& c, const std::string& device, TrainOptions opts) {
+  auto forward = build_model(c.model, c.options);
+  EXPECT_TRUE(forward.has_value()) << forward.error().str();
+  if (!forward) return {};
+  opts.device = device;
+  opts.steps = 3;
+  opts.seed = 7;
+  opts.keep_values = true;
+  auto r = train(*forward, opts);
+  EXPECT_TRUE(r.has_value()) << c.model << " on " << device << ": " << r.error().str();
+  return r ? std::move(*r) : TrainReport{};
+}
+
+void expect_identical(const TrainReport& got, const TrainReport& want, const std::string& what) {
+  ASSERT_EQ(got.losses.size(), want.losses.size()) << what;
+  EXPECT_EQ(got.losses, want.losses) << what;
+  ASSERT_EQ(got.values.size(), want.values.size()) << what;
+  for (const auto& [name, t] : want.values) {
+    auto it = got.values.find(name);
+    ASSERT_NE(it, got.values.end()) << what << ": " << name;
+    EXPECT_EQ(it->second.data, t.data) << what << ": " << name;
+  }
+}
+
+std::vector<std::string> devices() {
+#ifdef LMS_HAVE_CPU_BACKEND
+  return {"reference", "cpu"};
+#else
+  return {"reference"};
+#endif
+}
+
+TflmsParams params(int t, int a, int g, SyncMode mode) {
+  TflmsParams p;
+  p.swapout_threshold = t;
+  p.swapin_ahead = a;
+  p.swapin_groupby = g;
+  p.sync_mode = mode;
+  p.min_bytes = 0;  // swap the small tensors too: more swaps, more chances to get one wrong
+  return p;
+}
+
+void expect_swaps_are_invisible(const Case& c, const std::vector<TflmsParams>& settings) {
+  for (const std::string& device : devices()) {
+    const TrainReport base = train_case(c, device, TrainOptions{});
+    for (const TflmsParams& p : settings) {
+      TrainOptions o;
+      o.strategy = Strategy::tflms;
+      o.tflms = p;
+      const TrainReport swapped = train_case(c, device, o);
+      const std::string what = c.model + " on " + device + " T=" + std::to_string(p.swapout_threshold) +
+                               " A=" + std::to_string(p.swapin_ahead) + " G=" + std::to_string(p.swapin_groupby) +
+                               " sync_mode=" + std::to_string(static_cast<int>(p.sync_mode));
+      EXPECT_GT(swapped.swapped_tensors, 0) << what << ": the parameters were chosen to swap";
+      EXPECT_GT(swapped.swap_in_bytes, 0) << what;
+      EXPECT_LE(swapped.peak_device_bytes, swapped.planned_peak_bytes) << what;
+      expect_identical(swapped, base, what);
+    }
+  }
+}
+
+TEST(TflmsTraining, MlpSwapsAreBitIdentical) {
+  expect_swaps_are_invisible(mlp(), {params(1, 1, 0, SyncMode::async), params(2, 2, 1, SyncMode::async),
+                                     params(1, 3, 2, SyncMode::sync_out), params(1, 1, 0, SyncMode::sync_in),
+                                     params(2, 1, 0, SyncMode::sync_both)});
+}
+
+TEST(TflmsTraining, ResnetSwapsAreBitIdentical) {
+  expect_swaps_are_invisible(resnet(), {params(1, 1, 0, SyncMode::async), params(3, 2, 2, SyncMode::sync_out),
+                                        params(2, 1, 0, SyncMode::sync_both)});
+}
+
+TEST(TflmsTraining, GptSwapsAreBitIdentical) {
+  expect_swaps_are_invisible(gpt(), {params(1, 1, 0, SyncMode::async), params(2, 2, 3, SyncMode::sync_in)});
+}
+
+TEST(TflmsTraining, UnderABudgetTheSearchedPlanFitsAndTrainsTheSame) {
+  const Case c = gpt();
+  for (const std::string& device : devices()) {
+    const TrainReport base = train_case(c, device, TrainOptions{});
+    TrainOptions o;
+    o.strategy = Strategy::tflms;
+    // A third of the way up from the hard minimum to the no-swap peak: reordering alone does not fit it.
+    o.budget_bytes = base.min_budget_bytes + (base.planned_peak_bytes - base.min_budget_bytes) / 3;
+    const TrainReport swapped = train_case(c, device, o);
+    EXPECT_TRUE(swapped.lms_needed) << device;
+    EXPECT_EQ(swapped.peak_bytes_none, base.planned_peak_bytes) << device;
+    EXPECT_LE(swapped.planned_peak_bytes, o.budget_bytes) << device;
+    EXPECT_LE(swapped.peak_device_bytes, o.budget_bytes) << device << ": measured";
+    EXPECT_GT(swapped.swapped_tensors, 0) << device;
+    expect_identical(swapped, base, "gpt under budget on " + device);
+  }
+}
+
+}  // namespace
+}  // namespace lms

@@ -1,0 +1,112 @@
+// `lms plan`, `lms maxbatch` and `lms maxres` end to end: the JSON contract (docs/cli.md), a plan that says
+// what `lms train` then does (the same planned peak), the exit status of a plan that does not fit, and the
+// capacity searches' answers checked against `lms plan` one step past them. Bad options are one error line.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/cli_util.h"
+
+namespace lms {
+namespace {
+
+using testing::expect_one_error_line;
+using testing::run_lms;
+
+nlohmann::json json_of(const testing::CmdResult& r, const std::string& what) {
+  auto j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << what << ": not JSON: " << r.out << r.err;
+  return j;
+}
+
+const char* kGpt = "--model gpt --layers 2 --hidden-size 64 --heads 4 --seq 64 --vocab 100 --batch 8";
+
+TEST(PlanCommand, JsonHasEveryKeyAndMatchesTrain) {
+  auto r = run_lms("plan --model mlp --budget 1GiB --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = json_of(r, "plan");
+  for (const char* k : {"fits", "strategy", "budget_bytes", "peak_bytes", "peak_bytes_none", "param_bytes",
+                        "min_budget_bytes", "lower_bound_bytes", "host_bytes", "swap_out_bytes", "swap_in_bytes",
+                        "swapped_tensors", "recompute_flops", "predicted_step_seconds", "lms_needed"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_EQ(j["strategy"], "none");
+  EXPECT_EQ(j["budget_bytes"].get<int64_t>(), int64_t{1} << 30);
+  // The plan is of what train runs (same default batch, same optimizer): the same planned peak.
+  auto t = run_lms("train --model mlp --steps 1 --json");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_EQ(j["peak_bytes"].get<int64_t>(), json_of(t, "train")["planned_peak_bytes"].get<int64_t>());
+}
+
+TEST(PlanCommand, NotFittingExitsOneWithTheReason) {
+  auto r = run_lms(std::string("plan ") + kGpt + " --budget 3MB --json");
+  EXPECT_EQ(r.status, 1);
+  auto j = json_of(r, "plan");
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_NE(j["error"].get<std::string>().find("does not fit"), std::string::npos) << j.dump();
+  EXPECT_EQ(r.err.rfind("lms: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one error line: " << r.err;
+}
+
+TEST(PlanCommand, TflmsSwapsUnderABudgetTheNoSwapPlanExceeds) {
+  auto none = json_of(run_lms(std::string("plan ") + kGpt + " --budget 1GiB --json"), "none");
+  const auto peak = none["peak_bytes"].get<int64_t>(), hard = none["min_budget_bytes"].get<int64_t>();
+  const int64_t budget = hard + (peak - hard) / 3;
+  auto r = run_lms(std::string("plan ") + kGpt + " --strategy tflms --json --budget " + std::to_string(budget));
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = json_of(r, "tflms");
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_TRUE(j["lms_needed"].get<bool>());
+  EXPECT_LE(j["peak_bytes"].get<int64_t>(), budget);
+  EXPECT_EQ(j["peak_bytes_none"].get<int64_t>(), peak);
+  EXPECT_GT(j["swapped_tensors"].get<int64_t>(), 0);
+  EXPECT_GT(j["host_bytes"].get<int64_t>(), 0);
+  ASSERT_TRUE(j.contains("tflms"));
+  for (const char* k : {"swapout_threshold", "swapin_ahead", "swapin_groupby", "sync_mode", "simulated_peak_bytes",
+                        "levels", "trials", "rounds"})
+    EXPECT_TRUE(j["tflms"].contains(k)) << k << " in " << j["tflms"].dump();
+}
+
+bool plan_fits(const std::string& args) {
+  auto r = run_lms("plan " + args + " --json");
+  EXPECT_TRUE(r.status == 0 || r.status == 1) << args << ": " << r.err;
+  return json_of(r, args)["fits"].get<bool>();
+}
+
+TEST(MaxBatchCommand, TheAnswerFitsAndOneMoreDoesNot) {
+  for (const std::string strategy : {"none", "tflms"}) {
+    const std::string common = "--model mlp --budget 16MiB --strategy " + strategy;
+    auto r = run_lms("maxbatch " + common + " --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto b = json_of(r, "maxbatch")["max_batch"].get<int64_t>();
+    ASSERT_GT(b, 1);
+    EXPECT_TRUE(plan_fits(common + " --batch " + std::to_string(b))) << strategy << " batch " << b;
+    EXPECT_FALSE(plan_fits(common + " --batch " + std::to_string(b + 1))) << strategy << " batch " << b + 1;
+  }
+}
+
+TEST(MaxResCommand, TheAnswerFitsAndTheNextSideDoesNot) {
+  const std::string common = "--model unet3d --depth 3 --base-filters 8 --budget 64MiB";
+  auto r = run_lms("maxres " + common + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = json_of(r, "maxres");
+  const auto side = j["max_side"].get<int64_t>();
+  EXPECT_EQ(j["side_multiple"].get<int64_t>(), 4);
+  ASSERT_GE(side, 4);
+  EXPECT_EQ(side % 4, 0);
+  EXPECT_TRUE(plan_fits(common + " --batch 1 --image " + std::to_string(side)));
+  EXPECT_FALSE(plan_fits(common + " --batch 1 --image " + std::to_string(side + 4)));
+}
+
+TEST(PlanCommands, BadOptionsAreOneLineErrors) {
+  expect_one_error_line(run_lms("plan --model mlp"), "--budget", "no budget");
+  expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --strategy magic"), "unknown strategy", "strategy");
+  expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --device tpu"), "tpu", "device");
+  expect_one_error_line(run_lms("maxbatch --budget 1GiB"), "--model", "no model");
+  expect_one_error_line(run_lms("maxbatch --model mlp --budget 1GiB --limit 0"), "--limit", "limit");
+  expect_one_error_line(run_lms("maxres --model mlp --budget 1GiB"), "image input", "mlp has no side");
+  expect_one_error_line(run_lms("maxbatch --model mlp --budget 1KiB"), "does not fit even at batch 1", "tiny");
+}
+
+}  // namespace
+}  // namespace lms

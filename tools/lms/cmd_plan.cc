@@ -1,0 +1,91 @@
+// `lms plan (FILE | --model NAME ...) --budget SIZE [--strategy none|tflms] [--device D] [--json]`: the pre-flight
+// report. Plans the training step without running it and says whether it fits the budget: the planned peak with
+// the strategy and without any, the hard minimum, parameter bytes, host bytes, bytes swapped each way, and for
+// tflms the parameters chosen (and with --verbose every parameter set the search simulated). A plan that does not
+// fit prints its report (fits: false) and exits 1 with the reason as the one error line.
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "planning.h"
+
+namespace lms::cli {
+
+namespace {
+
+nlohmann::ordered_json plan_json(const Plan& p) {
+  nlohmann::ordered_json j;
+  j["fits"] = p.fits;
+  j["strategy"] = strategy_name(p.strategy);
+  j["budget_bytes"] = p.budget_bytes == kUnlimitedBytes ? nlohmann::ordered_json() : nlohmann::ordered_json(p.budget_bytes);
+  j["peak_bytes"] = p.memory.device_arena_bytes;
+  j["peak_bytes_none"] = p.peak_bytes_none;
+  j["param_bytes"] = p.memory.persistent_bytes;
+  j["min_budget_bytes"] = p.memory.min_budget_bytes;
+  j["lower_bound_bytes"] = p.memory.lower_bound_bytes;
+  j["host_bytes"] = p.memory.host_arena_bytes;
+  j["swap_out_bytes"] = p.swap_out_bytes;
+  j["swap_in_bytes"] = p.swap_in_bytes;
+  j["swapped_tensors"] = p.swapped_tensors;
+  j["recompute_flops"] = 0;                           // none and tflms never recompute
+  j["predicted_step_seconds"] = nlohmann::ordered_json();  // needs the time model (auto strategy)
+  j["lms_needed"] = p.lms_needed;
+  if (p.tflms) {
+    nlohmann::ordered_json t = tflms_json(*p.tflms);
+    t["simulated_peak_bytes"] = p.sim_peak_bytes;
+    t["levels"] = p.levels;
+    t["trials"] = p.trials.size();
+    t["rounds"] = p.tflms_rounds;
+    j["tflms"] = t;
+  }
+  if (p.why) j["error"] = p.why->str();
+  return j;
+}
+
+void print_plan(const std::string& graph, const Plan& p) {
+  fmt::print("plan for '{}' with strategy {}: {}\n", graph, strategy_name(p.strategy), p.fits ? "fits" : "does NOT fit");
+  fmt::print("  budget          {}\n", p.budget_bytes == kUnlimitedBytes ? "unlimited" : format_bytes(p.budget_bytes));
+  fmt::print("  planned peak    {}\n", format_bytes(p.memory.device_arena_bytes));
+  fmt::print("  without LMS     {}\n", format_bytes(p.peak_bytes_none));
+  fmt::print("  hard minimum    {} (parameters and state {} plus the largest op)\n",
+             format_bytes(p.memory.min_budget_bytes), format_bytes(p.memory.persistent_bytes));
+  if (p.tflms) {  // the graph was rewritten
+    fmt::print("  swapped         {} tensors: {} out, {} in per step; host memory {}\n", p.swapped_tensors,
+               format_bytes(p.swap_out_bytes), format_bytes(p.swap_in_bytes), format_bytes(p.memory.host_arena_bytes));
+    fmt::print("  tflms           {}; simulated peak {}; {} parameter sets simulated over {} levels\n",
+               describe_tflms(*p.tflms), format_bytes(p.sim_peak_bytes), p.trials.size(), p.levels);
+  } else if (p.fits && p.strategy != Strategy::none) {
+    fmt::print("  LMS not needed: everything fits without swapping\n");
+  }
+}
+
+int run(const PlanArgs& a) {
+  auto g = training_graph(a, a.model);
+  if (!g) return report(g.error());
+  std::unique_ptr<Backend> backend;
+  auto opts = planning_options(a, backend);
+  if (!opts) return report(opts.error());
+  auto plan = try_plan(*g, *opts);
+  if (!plan) return report(plan.error());
+  if (a.json) {
+    fmt::print("{}\n", plan_json(*plan).dump(2));
+  } else {
+    print_plan(g->name(), *plan);
+  }
+  if (!plan->fits) return report(*plan->why);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& root, int& exit_code) {
+  auto a = std::make_shared<PlanArgs>();
+  a->model.batch = kDefaultTrainBatch;
+  CLI::App* sub = root.add_subcommand(
+      "plan", "Plan a training step under a budget without running it: does it fit, peak with and without LMS.");
+  add_plan_options(sub, *a, /*with_file=*/true);
+  sub->callback([a, &exit_code] { exit_code = run(*a); });
+}
+
+}  // namespace lms::cli

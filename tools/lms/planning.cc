@@ -1,0 +1,106 @@
+// Shared planning pieces of `lms plan`, `lms maxbatch` and `lms maxres` (see planning.h).
+#include "planning.h"
+
+#include "lms/runtime/backend_registry.h"
+#include "lms/runtime/program.h"
+
+namespace lms::cli {
+
+void add_plan_options(CLI::App* app, PlanArgs& a, bool with_file) {
+  if (with_file) app->add_option("FILE", a.file, "Graph in the IR text format (- for stdin); or use --model");
+  add_model_options(app, a.model, /*with_model_flag=*/true);
+  add_train_options(app, a.train);
+  add_strategy_options(app, a.strategy, /*budget_required=*/true);
+  app->add_option("--device", a.device,
+                  "Include this backend's kernel workspaces in the plan: reference, cpu, cuda (default: none)");
+  app->add_flag("--json", a.json, "Print one JSON object instead of text");
+}
+
+Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model) {
+  Graph g = LMS_TRY(load_graph(a.file, model));
+  TrainArgs train = a.train;
+  if (a.file.empty() && train.optimizer.empty()) train.optimizer = "momentum";  // a model is planned for training
+  return apply_train(std::move(g), train);
+}
+
+Result<StrategyOptions> planning_options(const PlanArgs& a, std::unique_ptr<Backend>& backend) {
+  StrategyOptions o = LMS_TRY(resolve(a.strategy));
+  if (!a.device.empty()) {
+    backend = LMS_TRY(make_backend(a.device, BackendOptions{}));
+    o.workspace_bytes = workspaces_of(*backend);
+  }
+  return o;
+}
+
+Result<int64_t> largest_fitting(int64_t limit, const std::function<Result<bool>(int64_t)>& fits) {
+  if (limit < 1 || !LMS_TRY(fits(1))) return int64_t{0};
+  int64_t good = 1, bad = limit + 1;
+  while (good * 2 <= limit) {  // doubling: cheap probes while small
+    if (!LMS_TRY(fits(good * 2))) {
+      bad = good * 2;
+      break;
+    }
+    good *= 2;
+  }
+  if (bad == limit + 1 && good < limit && !LMS_TRY(fits(limit))) bad = limit;
+  else if (bad == limit + 1) return limit;
+  while (bad - good > 1) {
+    const int64_t mid = good + (bad - good) / 2;
+    if (LMS_TRY(fits(mid))) good = mid;
+    else bad = mid;
+  }
+  return good;
+}
+
+Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::string& what,
+                               const std::function<int64_t(ModelArgs&, int64_t)>& apply) {
+  if (a.model.name.empty()) return fail("needs --model NAME (the {} is a model option)", what);
+  if (limit < 1) return fail("--limit must be >= 1, got {}", limit);
+  std::unique_ptr<Backend> backend;
+  StrategyOptions opts = LMS_TRY(planning_options(a, backend));
+  StrategyOptions quiet = opts;
+  quiet.on_trial = nullptr;  // --verbose shows the search at the answer only
+  Capacity c;
+  auto plan_at = [&](int64_t k, const StrategyOptions& o, int64_t& size) -> Result<Plan> {
+    ModelArgs m = a.model;
+    size = apply(m, k);
+    Graph g = LMS_TRY(training_graph(a, m));
+    return try_plan(g, o);
+  };
+  auto fits = [&](int64_t k) -> Result<bool> {
+    int64_t size = 0;
+    Plan p = LMS_TRY(plan_at(k, quiet, size));
+    ++c.probes;
+    if (a.strategy.verbose) fmt::print(stderr, "  {} {:>6}: {}\n", what, size, p.fits ? "fits" : "does not fit");
+    return p.fits;
+  };
+  const int64_t k = LMS_TRY(largest_fitting(limit, fits));
+  c.plan = LMS_TRY(plan_at(std::max<int64_t>(k, 1), opts, c.size));
+  if (k == 0) return fail("does not fit even at {} {}: {}", what, c.size, c.plan.why->str());
+  return c;
+}
+
+nlohmann::ordered_json capacity_json(const std::string& key, const Capacity& c) {
+  const Plan& p = c.plan;
+  nlohmann::ordered_json j;
+  j[key] = c.size;
+  j["strategy"] = strategy_name(p.strategy);
+  j["budget_bytes"] = p.budget_bytes;
+  j["peak_bytes"] = p.memory.device_arena_bytes;
+  j["peak_bytes_none"] = p.peak_bytes_none;
+  j["min_budget_bytes"] = p.memory.min_budget_bytes;
+  j["swap_out_bytes"] = p.swap_out_bytes;
+  if (p.tflms) j["tflms"] = tflms_json(*p.tflms);
+  j["probes"] = c.probes;
+  return j;
+}
+
+void print_capacity(const std::string& head, const std::string& model, const std::string& note, const Capacity& c) {
+  const Plan& p = c.plan;
+  fmt::print("{} for '{}' with strategy {} under {}{}: planned peak {} (without LMS {})\n", head, model,
+             strategy_name(p.strategy), format_bytes(p.budget_bytes), note, format_bytes(p.memory.device_arena_bytes),
+             format_bytes(p.peak_bytes_none));
+  if (p.tflms) fmt::print("  tflms {}\n", describe_tflms(*p.tflms));
+}
+
+}  // namespace lms::cli

@@ -1,0 +1,84 @@
+// The planning flags (see strategy_args.h).
+#include "strategy_args.h"
+
+#include <charconv>
+
+#include "common.h"
+#include "lms/support/size.h"
+
+namespace lms::cli {
+
+void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) {
+  auto* budget = app->add_option("--budget", a.budget, "Device memory for the step: 512MiB, 16GiB, 2GB or bytes" +
+                                                           std::string(budget_required ? "" : " (default: unlimited)"));
+  if (budget_required) budget->required();
+  app->add_option("--host-budget", a.host_budget, "Host memory for swapped tensors (default: unlimited)");
+  app->add_option("--strategy", a.strategy, "Memory strategy: none or tflms (auto: not yet)")->capture_default_str();
+  app->add_option("--tflms-params", a.tflms_params,
+                  "tflms: use T,A,G,S (swapout_threshold, swapin_ahead, swapin_groupby, sync_mode) instead of "
+                  "searching");
+  app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, and every size maxbatch/maxres probes (on stderr)");
+}
+
+Result<TflmsParams> parse_tflms_params(const std::string& text) {
+  int values[4] = {};
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  for (int i = 0; i < 4; ++i) {
+    auto [next, ec] = std::from_chars(p, end, values[i]);
+    if (ec != std::errc{} || (i < 3 && (next == end || *next != ',')) || (i == 3 && next != end))
+      return fail("--tflms-params: expected four integers T,A,G,S (e.g. 3,1,2,0), got '{}'", text);
+    p = next + 1;
+  }
+  if (values[3] < 0 || values[3] > 3) return fail("--tflms-params: sync_mode must be 0, 1, 2 or 3, got {}", values[3]);
+  TflmsParams params;
+  params.swapout_threshold = values[0];
+  params.swapin_ahead = values[1];
+  params.swapin_groupby = values[2];
+  params.sync_mode = static_cast<SyncMode>(values[3]);
+  return params;
+}
+
+Result<StrategyOptions> resolve(const StrategyArgs& a) {
+  StrategyOptions o;
+  if (!a.budget.empty()) {
+    auto b = parse_size(a.budget);
+    if (!b) return wrap("--budget", b.error());
+    o.budget_bytes = *b;
+  }
+  if (!a.host_budget.empty()) {
+    auto b = parse_size(a.host_budget);
+    if (!b) return wrap("--host-budget", b.error());
+    o.host_budget_bytes = *b;
+  }
+  o.strategy = LMS_TRY(parse_strategy(a.strategy));
+  if (!a.tflms_params.empty()) {
+    if (o.strategy != Strategy::tflms) return fail("--tflms-params needs --strategy tflms");
+    o.tflms_fixed = LMS_TRY(parse_tflms_params(a.tflms_params));
+  }
+  if (a.verbose) o.on_trial = print_trial;
+  return o;
+}
+
+std::string describe_tflms(const TflmsParams& p) {
+  return fmt::format("T={} A={} G={} sync_mode={} (window {})", p.swapout_threshold, p.swapin_ahead,
+                     p.swapin_groupby, static_cast<int>(p.sync_mode), p.trigger_window);
+}
+
+nlohmann::ordered_json tflms_json(const TflmsParams& p) {
+  nlohmann::ordered_json j;
+  j["swapout_threshold"] = p.swapout_threshold;
+  j["swapin_ahead"] = p.swapin_ahead;
+  j["swapin_groupby"] = p.swapin_groupby;
+  j["sync_mode"] = static_cast<int>(p.sync_mode);
+  j["trigger_window"] = p.trigger_window;
+  return j;
+}
+
+void print_trial(const TflmsTrial& t) {
+  fmt::print(stderr, "  try {:<8} {:<40} {:<9} simulated peak {}, {} tensors swapped\n", tflms_stage_name(t.stage),
+             describe_tflms(t.params), t.fits ? "fits" : "too big", format_bytes(t.peak_device_bytes),
+             t.swapped_tensors);
+}
+
+}  // namespace lms::cli

@@ -1,0 +1,40 @@
+// The planning flags shared by `lms train`, `lms plan`, `lms maxbatch` and `lms maxres`: the device and host
+// budgets, the strategy, fixed tflms parameters, and how a tflms parameter set is printed (text and JSON keys
+// of DESIGN.md: swapout_threshold, swapin_ahead, swapin_groupby, sync_mode).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "lms/analysis/tflms_swaps.h"
+#include "lms/plan/strategy.h"
+#include "lms/support/error.h"
+
+namespace lms::cli {
+
+struct StrategyArgs {
+  std::string budget;         // --budget SIZE (empty: unlimited, unless `budget_required`)
+  std::string host_budget;    // --host-budget SIZE (empty: unlimited)
+  std::string strategy = "none";
+  std::string tflms_params;   // --tflms-params T,A,G,S (empty: search)
+  bool verbose = false;       // --verbose: every parameter set the tflms search tries
+};
+
+// Adds --budget (required when `budget_required`), --host-budget, --strategy, --tflms-params, --verbose.
+void add_strategy_options(CLI::App* app, StrategyArgs& args, bool budget_required);
+
+// The options the flags ask for (workspaces and the trial callback are the caller's). Errors name the flag.
+Result<StrategyOptions> resolve(const StrategyArgs& args);
+
+// "T,A,G,S" -> parameters (ranges are checked by decide_tflms_swaps). Errors name --tflms-params.
+Result<TflmsParams> parse_tflms_params(const std::string& text);
+// "T=3 A=1 G=2 sync_mode=0 (window 10)".
+std::string describe_tflms(const TflmsParams& p);
+// {"swapout_threshold": T, "swapin_ahead": A, "swapin_groupby": G, "sync_mode": S, "trigger_window": W}.
+nlohmann::ordered_json tflms_json(const TflmsParams& p);
+// One line per search trial, for --verbose (on stderr, so --json stays one object on stdout).
+void print_trial(const TflmsTrial& t);
+
+}  // namespace lms::cli
