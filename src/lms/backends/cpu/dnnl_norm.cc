@@ -31,7 +31,9 @@ std::optional<NormDescs> norm_descs(bool batch, const Shape& x) {
     if (x.size() < 2) return std::nullopt;
     const int64_t n = x[0], c = x[1], s = product(x, 2, x.size());
     if (n * s == 0 || c == 0) return std::nullopt;
-    return NormDescs{plain({n, c, s}), plain({c}), plain({c}), c};
+    // oneDNN's fast plain-layout kernel (ncsp) takes nc, nchw and ncdhw; other ranks go as [N, C, S] (ncw).
+    const Dims data = x.size() == 2 || x.size() == 4 || x.size() == 5 ? Dims(x.begin(), x.end()) : Dims{n, c, s};
+    return NormDescs{plain(data), plain({c}), plain({c}), c};
   }
   if (x.empty()) return std::nullopt;
   const int64_t w = x.back(), rows = product(x, 0, x.size() - 1);
