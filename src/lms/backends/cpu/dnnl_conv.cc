@@ -1,8 +1,11 @@
 // oneDNN convolutions and matmul for the cpu backend (dnnl_util.h): conv1d/2d/3d forward, conv_backward_data,
 // conv_backward_filter, conv_transpose1d/2d/3d (the backward-data primitive, which is the definition of a
-// transposed convolution) and matmul (batched, transposes expressed as strides). Every buffer is described with
-// plain row-major strides (ncw/nchw/ncdhw activations, oiw/oihw/oidhw weights, goi... for groups, which is the
-// same memory), so no reorders are needed and the arena layout is the IR's. Declined (reference kernel):
+// transposed convolution) and matmul (batched, transposes expressed as strides). Arena buffers are in the IR's
+// plain row-major layout (ncw/nchw/ncdhw activations, oiw/oihw/oidhw weights, goi... for groups, which is the
+// same memory). Convolutions let oneDNN choose its layouts (format_tag::any: blocked ones such as nChw16c, where
+// its direct jit kernels are; on plain layouts it falls back to im2col + gemm, 2-3x slower here) and reorder
+// their operands into workspace scratch and the result back, inside the node: the copies' memory is in the
+// planned workspace, their time in the node's. Declined (reference kernel):
 // non-f32, and a conv_transpose whose output_pad makes the convolution formula inconsistent for oneDNN.
 #include "lms/backends/cpu/dnnl_util.h"
 #include "lms/ops/op.h"
@@ -16,6 +19,17 @@ struct ConvDescs {
   memory::desc x, w, y;
   Dims stride, dil, pad_l, pad_r;
 };
+
+// The same shapes with format_tag::any: the primitive picks its layouts (blocked ones, where its fastest
+// kernels are), and CpuKernel::input_as/output_as reorder between them and the arena's plain buffers.
+ConvDescs any_layout(const ConvDescs& d) {
+  ConvDescs a = d;
+  auto any = [](const memory::desc& md) { return memory::desc(md.dims(), md.data_type(), memory::format_tag::any); };
+  a.x = any(d.x);
+  a.w = any(d.w);
+  a.y = any(d.y);
+  return a;
+}
 
 Result<ConvDescs> conv_descs(const KernelCall& call, const Shape& x, const Shape& w, const Shape& y) {
   const int rank = static_cast<int>(x.size()) - 2;
@@ -50,40 +64,45 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(DnnlContext& ctx, cons
 }
 
 KernelPtr conv_forward(DnnlContext& ctx, const KernelCall& call, const ConvDescs& d) {
-  auto pd = conv_forward_pd(ctx, d, user_scratchpad());
+  auto pd = conv_forward_pd(ctx, any_layout(d), user_scratchpad());
   auto k = std::make_unique<CpuKernel>(ctx);
+  memory x = k->input_as(pd.src_desc(), d.x, call.inputs[0].data);
+  memory w = k->input_as(pd.weights_desc(), d.w, call.inputs[1].data);
+  memory y = k->output_as(pd.dst_desc(), d.y, call.outputs[0].data);
   k->add_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(),
-                   {{DNNL_ARG_SRC, k->mem(d.x, call.inputs[0].data)},
-                    {DNNL_ARG_WEIGHTS, k->mem(d.w, call.inputs[1].data)},
-                    {DNNL_ARG_DST, k->mem(d.y, call.outputs[0].data)}});
+                   {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
   return k;
 }
 
 // (dy, w) -> dx; also conv_transpose (x, w) -> out, which is this with x in the role of dy.
 KernelPtr conv_backward_data(DnnlContext& ctx, const KernelCall& call, const ConvDescs& d) {
-  auto hint = conv_forward_pd(ctx, d, dnnl::primitive_attr());
-  dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.x, d.w, d.y, d.stride, d.dil,
-                                             d.pad_l, d.pad_r);
+  const ConvDescs a = any_layout(d);
+  auto hint = conv_forward_pd(ctx, a, dnnl::primitive_attr());
+  dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, a.x, a.w, a.y, a.stride, a.dil,
+                                             a.pad_l, a.pad_r);
   dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), ctx.engine, hint);
   auto k = std::make_unique<CpuKernel>(ctx);
+  memory dy = k->input_as(pd.diff_dst_desc(), d.y, call.inputs[0].data);
+  memory w = k->input_as(pd.weights_desc(), d.w, call.inputs[1].data);
+  memory dx = k->output_as(pd.diff_src_desc(), d.x, call.outputs[0].data);
   k->add_primitive(dnnl::convolution_backward_data(pd), pd.scratchpad_desc(),
-                   {{DNNL_ARG_DIFF_DST, k->mem(d.y, call.inputs[0].data)},
-                    {DNNL_ARG_WEIGHTS, k->mem(d.w, call.inputs[1].data)},
-                    {DNNL_ARG_DIFF_SRC, k->mem(d.x, call.outputs[0].data)}});
+                   {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx}});
   return k;
 }
 
 // (x, dy) -> dw.
 KernelPtr conv_backward_filter(DnnlContext& ctx, const KernelCall& call, const ConvDescs& d) {
-  auto hint = conv_forward_pd(ctx, d, dnnl::primitive_attr());
-  dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, d.x, d.w, d.y, d.stride,
-                                                d.dil, d.pad_l, d.pad_r);
+  const ConvDescs a = any_layout(d);
+  auto hint = conv_forward_pd(ctx, a, dnnl::primitive_attr());
+  dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, a.x, a.w, a.y, a.stride,
+                                                a.dil, a.pad_l, a.pad_r);
   dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), ctx.engine, hint);
   auto k = std::make_unique<CpuKernel>(ctx);
+  memory x = k->input_as(pd.src_desc(), d.x, call.inputs[0].data);
+  memory dy = k->input_as(pd.diff_dst_desc(), d.y, call.inputs[1].data);
+  memory dw = k->output_as(pd.diff_weights_desc(), d.w, call.outputs[0].data);
   k->add_primitive(dnnl::convolution_backward_weights(pd), pd.scratchpad_desc(),
-                   {{DNNL_ARG_SRC, k->mem(d.x, call.inputs[0].data)},
-                    {DNNL_ARG_DIFF_DST, k->mem(d.y, call.inputs[1].data)},
-                    {DNNL_ARG_DIFF_WEIGHTS, k->mem(d.w, call.outputs[0].data)}});
+                   {{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw}});
   return k;
 }
 

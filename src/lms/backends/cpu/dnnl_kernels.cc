@@ -24,7 +24,7 @@ Result<DnnlContextPtr> make_dnnl_context() {
   }
 }
 
-void CpuKernel::add_primitive(dnnl::primitive prim, const memory::desc& scratch_md, Args args) {
+void CpuKernel::push_step(dnnl::primitive prim, const memory::desc& scratch_md, Args args) {
   const auto bytes = static_cast<int64_t>(scratch_md.get_size());
   if (bytes > 0) {
     memory m(scratch_md, ctx_.engine, nullptr);
@@ -33,6 +33,33 @@ void CpuKernel::add_primitive(dnnl::primitive prim, const memory::desc& scratch_
     scratchpad_region_ = std::max(scratchpad_region_, bytes);
   }
   steps_.push_back(Step{std::move(prim), std::move(args), {}});
+}
+
+void CpuKernel::add_primitive(dnnl::primitive prim, const memory::desc& scratch_md, Args args) {
+  push_step(std::move(prim), scratch_md, std::move(args));
+  for (auto& [scratch, arena] : pending_outputs_) add_reorder(scratch, arena);
+  pending_outputs_.clear();
+}
+
+void CpuKernel::add_reorder(const memory& from, const memory& to) {
+  dnnl::reorder::primitive_desc pd(ctx_.engine, from.get_desc(), ctx_.engine, to.get_desc(), user_scratchpad());
+  push_step(dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+}
+
+memory CpuKernel::input_as(const memory::desc& want, const memory::desc& plain, const void* data) {
+  memory arena = mem(plain, const_cast<void*>(data));
+  if (want == plain) return arena;
+  memory scratch = scratch_mem(add_scratch(static_cast<int64_t>(want.get_size())), want);
+  add_reorder(arena, scratch);
+  return scratch;
+}
+
+memory CpuKernel::output_as(const memory::desc& want, const memory::desc& plain, void* data) {
+  memory arena = mem(plain, data);
+  if (want == plain) return arena;
+  memory scratch = scratch_mem(add_scratch(static_cast<int64_t>(want.get_size())), want);
+  pending_outputs_.emplace_back(scratch, arena);
+  return scratch;
 }
 
 void CpuKernel::add_loop(std::function<Result<void>()> loop) { steps_.push_back(Step{{}, {}, std::move(loop)}); }

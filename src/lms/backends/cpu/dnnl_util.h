@@ -57,6 +57,12 @@ class CpuKernel final : public DnnlKernel {
   int add_scratch(int64_t bytes);
   // A memory object over scratch buffer `i`, pointed at it when the workspace is bound.
   memory scratch_mem(int i, const memory::desc& md);
+  // The operand in the layout a primitive chose (`want`, from a descriptor made with format_tag::any) over an
+  // arena buffer in the IR's plain layout (`plain`): the buffer itself when they agree; otherwise a scratch
+  // buffer in `want`, filled by a reorder step added now (input_as), or copied back to the buffer by a reorder
+  // step that add_primitive adds right after the next primitive (output_as).
+  memory input_as(const memory::desc& want, const memory::desc& plain, const void* data);
+  memory output_as(const memory::desc& want, const memory::desc& plain, void* data);
   // Scratch buffer `i` (valid once the workspace is bound, i.e. at run time).
   std::byte* scratch(int i) const { return scratch_ptr_[static_cast<size_t>(i)]; }
 
@@ -81,6 +87,10 @@ class CpuKernel final : public DnnlKernel {
   std::vector<int64_t> scratch_bytes_;             // by scratch buffer
   std::vector<std::pair<int, memory>> scratch_mems_;  // (buffer, memory object over it)
   std::vector<std::byte*> scratch_ptr_;            // by scratch buffer, once bound
+  std::vector<std::pair<memory, memory>> pending_outputs_;  // (scratch, arena) reorders after the next primitive
+
+  void push_step(dnnl::primitive prim, const memory::desc& scratch_md, Args args);
+  void add_reorder(const memory& from, const memory& to);
 };
 
 using KernelPtr = std::unique_ptr<CpuKernel>;
