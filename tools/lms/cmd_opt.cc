@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "lms/analysis/levels.h"
 #include "lms/ir/printer.h"
 #include "lms/passes/pass.h"
 
@@ -15,7 +16,18 @@ struct OptCmd {
   std::string output;
   bool verify_each = false;
   bool list = false;
+  std::string annotate;  // --annotate: "levels" (or empty)
 };
+
+// The printed result, with each node's level as a trailing comment when --annotate levels.
+Result<std::string> print_result(const Graph& g, const std::string& annotate) {
+  if (annotate.empty()) return print_graph(g);
+  if (annotate != "levels") return fail("--annotate: unknown annotation '{}' (annotations: levels)", annotate);
+  Levels levels = LMS_TRY(compute_levels(g));
+  std::vector<std::string> notes;
+  for (NodeId n : g.node_ids()) notes.push_back(fmt::format("level {}", levels[n]));
+  return print_graph(g, notes);
+}
 
 int list_passes() {
   for (const PassInfo& p : pass_registry()) {
@@ -36,7 +48,9 @@ int run(const OptCmd& c) {
   if (!g) return report(g.error());
   auto r = run_pipeline(*g, *pipeline, PipelineOptions{.verify_each = c.verify_each});
   if (!r) return report(r.error());
-  auto w = write_text(c.output, print_graph(*g));
+  auto text = print_result(*g, c.annotate);
+  if (!text) return report(text.error());
+  auto w = write_text(c.output, *text);
   return w ? kExitOk : report(w.error());
 }
 }  // namespace
@@ -49,6 +63,7 @@ void add_opt_command(CLI::App& root, int& exit_code) {
   sub->add_flag("--verify-each", c->verify_each, "Run the verifier after every pass");
   sub->add_flag("--list-passes", c->list, "List the passes and their options, then exit");
   sub->add_option("-o,--output", c->output, "Write to FILE instead of stdout");
+  sub->add_option("--annotate", c->annotate, "Print each node's level as a trailing comment: levels");
   sub->callback([c, &exit_code] { exit_code = run(*c); });
 }
 

@@ -87,7 +87,9 @@ std::string print_node(const Graph& g, NodeId n) {
   return out;
 }
 
-std::string print_graph(const Graph& g) {
+std::string print_graph(const Graph& g) { return print_graph(g, {}); }
+
+std::string print_graph(const Graph& g, std::span<const std::string> notes) {
   std::string out;
   // About 80 bytes per node is typical (names, one type, a category); one reservation avoids regrowth for
   // most graphs, and the string still grows correctly for long attribute lists.
@@ -99,6 +101,10 @@ std::string print_graph(const Graph& g) {
   for (size_t i = 0; i < g.num_nodes(); ++i) {
     out += "  ";
     append_node(out, g, NodeId{static_cast<uint32_t>(i)});
+    if (i < notes.size() && !notes[i].empty()) {
+      out += "  // ";
+      out += notes[i];
+    }
     out += '\n';
   }
   if (!g.outputs().empty()) {

@@ -4,6 +4,7 @@
 // prints the stored value names, nodes in storage order, attributes in their stored (normalized) order.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "lms/ir/graph.h"
@@ -14,6 +15,10 @@ namespace lms {
 // newline. Requires value names matching [A-Za-z0-9_.-]+ and a graph name matching [A-Za-z_][A-Za-z0-9_.-]*
 // (what builders, passes and the parser produce); other names print as they are and will not parse back.
 std::string print_graph(const Graph& g);
+
+// The same text with `  // NOTE` after each node line whose note (by NodeId; empty or shorter: none) is not
+// empty. Comments parse away, so the result still parses to the same graph (`lms opt --annotate levels`).
+std::string print_graph(const Graph& g, std::span<const std::string> notes);
 
 // One node's line without indentation or newline, e.g. `%y = relu(%x) : f32[8,16] #fwd` (for error messages
 // and debugging; the same spelling print_graph uses).
