@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package LMS needs to build and test. Idempotent: safe to run again; it installs only
 # what is missing. Run as root on Debian 12. Nothing is downloaded from anywhere but Debian's repositories.
+# --bench also installs what bench/cpu_vs_torch.sh compares against: PyTorch, torchvision and an optimized BLAS
+# (torch's CPU convolutions go through BLAS; with Debian's reference BLAS it would be needlessly slow).
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
@@ -10,6 +12,12 @@ packages=(
   dataset-fashion-mnist                                  # the real data set used by `lms train`
   clang-14 libclang-rt-14-dev                            # libFuzzer target for the IR parser
 )
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-pthread)
+elif [ $# -gt 0 ]; then
+  echo "install-deps: unknown option '$1' (options: --bench)" >&2
+  exit 2
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -104,6 +104,7 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
   j["swap_out_bytes"] = r.swap_out_bytes;
   j["swap_in_bytes"] = r.swap_in_bytes;
   j["step_seconds_median"] = r.step_seconds_median;
+  j["step_seconds"] = r.step_seconds;
   j["samples_per_second"] = r.samples_per_second;
   if (r.test_accuracy) j["test_accuracy"] = *r.test_accuracy;
   j["device"] = c.device;

@@ -3,7 +3,8 @@
 // with the memory simulator (sim/memory_sim), never building a rewritten graph. Order, as the original:
 //   1. no swapping fits: "LMS not needed", stop;
 //   2. T: the largest T in [1, n] that fits (n = number of levels), trying sync_mode 0, 1, 2, 3 in turn
-//      (A = 1 and G = 0 meanwhile) until one has a T that fits; none: an error with the numbers;
+//      (A = 1 and G = 0 meanwhile) until one has a T that fits; none: a result that does not fit, with the
+//      numbers;
 //   3. sync_mode 2 or 3: stop (A and G are unused);
 //   4. A: the largest A in [1, n] that fits;
 //   5. G: n if it fits, else the largest G in [0, n] that fits.
