@@ -84,7 +84,10 @@ Result<MemoryPlan> plan_memory_unchecked(const Graph& g, const PlanOptions& opts
     for (ValueId v : g.node(n).inputs) add(v);
     for (ValueId v : g.node(n).outputs) add(v);
     if (const PlannedBuffer* ws = plan.workspace(n)) working += ws->life.bytes;
-    largest_working_set = std::max(largest_working_set, working);
+    if (working > largest_working_set) {
+      largest_working_set = working;
+      plan.min_budget_position = static_cast<int>(n.v);
+    }
   }
   plan.min_budget_bytes = plan.persistent_bytes + largest_working_set;
   return plan;

@@ -43,6 +43,7 @@ struct MemoryPlan {
   int64_t lower_bound_bytes = 0;           // liveness lower bound: most device bytes live at one position
   int64_t min_budget_bytes = 0;            // persistent bytes + the largest single-op working set (inputs,
                                            // outputs and workspace)
+  int min_budget_position = -1;            // first position whose op has that largest working set
   int peak_position = -1;                  // first position where live device bytes reach the lower bound
   int64_t peak_transient_bytes = 0;        // non-persistent device bytes live there
   int64_t budget_bytes = kUnlimitedBytes;  // the budget it was planned for

@@ -18,6 +18,7 @@
 #include "lms/analysis/reachability.h"
 #include "lms/passes/tflms_swap.h"
 #include "lms/passes/tflms_triggers.h"
+#include "lms/ir/verifier.h"
 #include "lms/plan/schedule.h"
 
 namespace lms {
@@ -130,6 +131,13 @@ Plan not_fitting(Plan p, Error why) {
   return p;
 }
 
+// "%name (op)" of the op with the largest working set, for the hard-limit error.
+std::string largest_op(const Graph& g, const MemoryPlan& m) {
+  if (m.min_budget_position < 0) return "no op";
+  const NodeId n{static_cast<uint32_t>(m.min_budget_position)};
+  return fmt::format("{}, {}", node_label(g, n), g.def(n).name);
+}
+
 Result<Plan> plan_tflms(Plan p, const Graph& scheduled, const std::vector<int64_t>& workspaces,
                         const StrategyOptions& opts) {
   const MemoryPlan& none = p.memory;
@@ -137,10 +145,10 @@ Result<Plan> plan_tflms(Plan p, const Graph& scheduled, const std::vector<int64_
   if (none.min_budget_bytes > opts.budget_bytes)
     return not_fitting(std::move(p),
                        Error{fmt::format("budget {} is below the minimum any plan needs, {}: parameters and state ({}) "
-                                         "plus the largest single op's inputs, outputs and workspace, which swapping "
-                                         "cannot reduce",
+                                         "plus the largest single op's inputs, outputs and workspace ({}), which "
+                                         "swapping cannot reduce",
                                          format_size(opts.budget_bytes), format_size(none.min_budget_bytes),
-                                         format_size(none.persistent_bytes)),
+                                         format_size(none.persistent_bytes), largest_op(scheduled, none)),
                              {}});
   Levels levels = LMS_TRY(compute_levels(scheduled));
   Reachability reach = LMS_TRY(compute_reachability(scheduled, levels));
