@@ -6,8 +6,6 @@
 
 namespace lms {
 
-namespace {
-
 Cost node_cost(const Graph& g, const Node& n) {
   std::vector<TensorType> ins, outs;
   ins.reserve(n.inputs.size());
@@ -16,6 +14,8 @@ Cost node_cost(const Graph& g, const Node& n) {
   for (ValueId v : n.outputs) outs.push_back(g.value(v).type);
   return op_cost(n.op, ins, n.attrs, outs);
 }
+
+namespace {
 
 // The ops whose multiply-adds `matmul_conv_macs` counts.
 bool is_conv_or_matmul(Op op) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "lms/ir/graph.h"
+#include "lms/ops/op.h"
 
 namespace lms {
 
@@ -21,6 +22,9 @@ struct GraphStats {
 };
 
 GraphStats graph_stats(const Graph& g);
+
+// One node's work from its op's cost function (FLOPs, bytes read and written) on the node's types.
+Cost node_cost(const Graph& g, const Node& n);
 
 // Multiply-adds of the convolutions (plain and transposed, any rank) and matmuls: their op_cost flops / 2.
 // The number papers quote as a model's "FLOPs" (e.g. ResNet-50: 4.1e9 per 224x224 image).

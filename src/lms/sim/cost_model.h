@@ -1,0 +1,25 @@
+// The roofline cost model: predicted seconds for each op of a graph on a DeviceModel. A compute op takes
+// launch_overhead + max(flops / peak_flops(dtype), (bytes_read + bytes_written) / memory_bytes_per_s), with
+// flops and bytes from the op's own cost function (OpDef::cost) and the dtype of its first floating-point
+// input (else of its first output); a copy op (trait is_copy: swap_out, swap_in) takes copy_latency + bytes
+// moved / the link rate of its direction (d2h for an output placed on the host, h2d otherwise); a source
+// (input, param, state, constant) takes 0. Precondition: the graph's types are inferred (built or parsed and
+// verified) and the model's rates are positive. It does not model overlap between streams or contention
+// for memory bandwidth (the time simulator's job), kernel efficiency below peak, or fusion.
+// Measured profiles (`lms profile`) will override these times when one exists; this is the fallback.
+#pragma once
+
+#include <vector>
+
+#include "lms/ir/graph.h"
+#include "lms/sim/device_model.h"
+
+namespace lms {
+
+// Predicted seconds for node `n` of `g` on `m`.
+double op_seconds(const Graph& g, NodeId n, const DeviceModel& m);
+
+// op_seconds for every node, indexed by NodeId.
+std::vector<double> op_times(const Graph& g, const DeviceModel& m);
+
+}  // namespace lms

@@ -1,0 +1,44 @@
+// The time simulator: three streams, node-id order, dependencies across streams (Note [Time simulation] in
+// time_sim.h).
+#include "lms/sim/time_sim.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lms/ir/verifier.h"
+#include "lms/plan/schedule.h"
+#include "lms/runtime/program.h"
+
+namespace lms {
+
+Result<TimeSimResult> simulate_time(const Graph& g, std::span<const double> seconds) {
+  if (seconds.size() != g.num_nodes())
+    return fail("simulate_time: {} durations for a graph of {} nodes", seconds.size(), g.num_nodes());
+  for (NodeId n : g.node_ids())
+    if (!std::isfinite(seconds[n.v]) || seconds[n.v] < 0)
+      return fail_at(node_label(g, n), "simulate_time: duration {} s is not a finite non-negative number",
+                     seconds[n.v]);
+  LMS_TRY_VOID(check_schedule_order(g));
+
+  TimeSimResult r;
+  r.start.resize(g.num_nodes());
+  r.end.resize(g.num_nodes());
+  std::array<double, kNumStreams> stream_free{};  // when each stream's last node so far ends
+  for (NodeId n : g.node_ids()) {
+    const int s = static_cast<int>(stream_for(g, n));  // the runtime's own rule
+    const Node& node = g.node(n);
+    double ready = 0;
+    for (ValueId v : node.inputs) ready = std::max(ready, r.end[g.value(v).producer.v]);
+    for (NodeId c : node.control_inputs) ready = std::max(ready, r.end[c.v]);
+    const double start = std::max(stream_free[s], ready);
+    r.stall_seconds[s] += start - stream_free[s];
+    r.busy_seconds[s] += seconds[n.v];
+    r.start[n.v] = start;
+    r.end[n.v] = start + seconds[n.v];
+    stream_free[s] = r.end[n.v];
+    r.step_seconds = std::max(r.step_seconds, r.end[n.v]);
+  }
+  return r;
+}
+
+}  // namespace lms
