@@ -235,7 +235,7 @@ TEST(TimeSim, CopiesOnOneStreamSerialize) {
 
 TEST(TimeSim, EmptyGraph) {
   Graph g;
-  auto r = simulate_time(g, {});
+  auto r = simulate_time(g, std::span<const double>{});
   ASSERT_TRUE(r.has_value()) << r.error().str();
   EXPECT_EQ(r->step_seconds, 0.0);
   EXPECT_TRUE(r->start.empty());

@@ -67,6 +67,21 @@ TEST(PlanCommand, TflmsSwapsUnderABudgetTheNoSwapPlanExceeds) {
     EXPECT_TRUE(j["tflms"].contains(k)) << k << " in " << j["tflms"].dump();
 }
 
+TEST(PlanCommand, DeviceModelPredictsTheStepTime) {
+  auto r = run_lms(std::string("plan ") + kGpt + " --budget 1GiB --device-model h100-pcie5 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = json_of(r, "plan");
+  EXPECT_EQ(j["device_model"], "h100-pcie5");
+  const double step = j["predicted_step_seconds"].get<double>();
+  const double compute = j["predicted_compute_seconds"].get<double>();
+  EXPECT_GT(compute, 0);
+  EXPECT_GE(step, compute) << "the step is at least the compute stream's busy time";
+  EXPECT_EQ(j["predicted_stall_seconds"].get<double>(), 0.0) << "nothing is swapped, nothing to wait for";
+  // Without --device-model there is no prediction.
+  EXPECT_TRUE(json_of(run_lms(std::string("plan ") + kGpt + " --budget 1GiB --json"), "plan")["predicted_step_seconds"]
+                  .is_null());
+}
+
 bool plan_fits(const std::string& args) {
   auto r = run_lms("plan " + args + " --json");
   EXPECT_TRUE(r.status == 0 || r.status == 1) << args << ": " << r.err;
@@ -102,6 +117,8 @@ TEST(PlanCommands, BadOptionsAreOneLineErrors) {
   expect_one_error_line(run_lms("plan --model mlp"), "--budget", "no budget");
   expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --strategy magic"), "unknown strategy", "strategy");
   expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --device tpu"), "tpu", "device");
+  expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --device-model tpu9"), "unknown device model",
+                        "device model");
   expect_one_error_line(run_lms("maxbatch --budget 1GiB"), "--model", "no model");
   expect_one_error_line(run_lms("maxbatch --model mlp --budget 1GiB --limit 0"), "--limit", "limit");
   expect_one_error_line(run_lms("maxres --model mlp --budget 1GiB"), "image input", "mlp has no side");

@@ -1,20 +1,29 @@
-// `lms plan (FILE | --model NAME ...) --budget SIZE [--strategy none|tflms] [--device D] [--json]`: the pre-flight
+// `lms plan (FILE | --model NAME ...) --budget SIZE [--strategy none|tflms] [--device D] [--device-model M] [--json]`: the pre-flight
 // report. Plans the training step without running it and says whether it fits the budget: the planned peak with
 // the strategy and without any, the hard minimum, parameter bytes, host bytes, bytes swapped each way, and for
-// tflms the parameters chosen (and with --verbose every parameter set the search simulated). A plan that does not
+// tflms the parameters chosen (and with --verbose every parameter set the search simulated); with --device-model the
+// step time the plan predicts on that device (roofline op times, three-stream time simulation). A plan that does not
 // fit prints its report (fits: false) and exits 1 with the reason as the one error line.
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "lms/sim/time_sim.h"
 #include "planning.h"
 
 namespace lms::cli {
 
 namespace {
 
-nlohmann::ordered_json plan_json(const Plan& p) {
+// The step time the plan predicts on --device-model (roofline op times, three-stream simulation).
+struct Prediction {
+  DeviceModel model;
+  TimeSimResult sim;
+};
+
+nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>& pred) {
   nlohmann::ordered_json j;
   j["fits"] = p.fits;
   j["strategy"] = strategy_name(p.strategy);
@@ -29,7 +38,12 @@ nlohmann::ordered_json plan_json(const Plan& p) {
   j["swap_in_bytes"] = p.swap_in_bytes;
   j["swapped_tensors"] = p.swapped_tensors;
   j["recompute_flops"] = 0;                           // none and tflms never recompute
-  j["predicted_step_seconds"] = nlohmann::ordered_json();  // needs the time model (auto strategy)
+  j["predicted_step_seconds"] = pred ? nlohmann::ordered_json(pred->sim.step_seconds) : nlohmann::ordered_json();
+  if (pred) {
+    j["device_model"] = pred->model.name;
+    j["predicted_compute_seconds"] = pred->sim.busy_seconds[static_cast<int>(StreamId::compute)];
+    j["predicted_stall_seconds"] = pred->sim.stall_seconds[static_cast<int>(StreamId::compute)];
+  }
   j["lms_needed"] = p.lms_needed;
   if (p.tflms) {
     nlohmann::ordered_json t = tflms_json(*p.tflms);
@@ -43,7 +57,7 @@ nlohmann::ordered_json plan_json(const Plan& p) {
   return j;
 }
 
-void print_plan(const std::string& graph, const Plan& p) {
+void print_plan(const std::string& graph, const Plan& p, const std::optional<Prediction>& pred) {
   fmt::print("plan for '{}' with strategy {}: {}\n", graph, strategy_name(p.strategy), p.fits ? "fits" : "does NOT fit");
   fmt::print("  budget          {}\n", p.budget_bytes == kUnlimitedBytes ? "unlimited" : format_bytes(p.budget_bytes));
   fmt::print("  planned peak    {}\n", format_bytes(p.memory.device_arena_bytes));
@@ -58,6 +72,12 @@ void print_plan(const std::string& graph, const Plan& p) {
   } else if (p.fits && p.strategy != Strategy::none) {
     fmt::print("  LMS not needed: everything fits without swapping\n");
   }
+  if (pred) {
+    const auto compute = static_cast<int>(StreamId::compute);
+    fmt::print("  predicted step  {:.4g} s on {} ({:.4g} s of compute, {:.4g} s waiting for copies; roofline)\n",
+               pred->sim.step_seconds, pred->model.name, pred->sim.busy_seconds[compute],
+               pred->sim.stall_seconds[compute]);
+  }
 }
 
 int run(const PlanArgs& a) {
@@ -66,12 +86,24 @@ int run(const PlanArgs& a) {
   std::unique_ptr<Backend> backend;
   auto opts = planning_options(a, backend);
   if (!opts) return report(opts.error());
+  std::optional<DeviceModel> model;
+  if (!a.device_model.empty()) {
+    auto m = device_model(a.device_model);
+    if (!m) return report(m.error());
+    model = std::move(*m);
+  }
   auto plan = try_plan(*g, *opts);
   if (!plan) return report(plan.error());
+  std::optional<Prediction> pred;
+  if (model) {
+    auto sim = simulate_time(plan->graph, *model);
+    if (!sim) return report(sim.error());
+    pred = Prediction{*model, std::move(*sim)};
+  }
   if (a.json) {
-    fmt::print("{}\n", plan_json(*plan).dump(2));
+    fmt::print("{}\n", plan_json(*plan, pred).dump(2));
   } else {
-    print_plan(g->name(), *plan);
+    print_plan(g->name(), *plan, pred);
   }
   if (!plan->fits) return report(*plan->why);
   return kExitOk;
@@ -85,6 +117,7 @@ void add_plan_command(CLI::App& root, int& exit_code) {
   CLI::App* sub = root.add_subcommand(
       "plan", "Plan a training step under a budget without running it: does it fit, peak with and without LMS.");
   add_plan_options(sub, *a, /*with_file=*/true);
+  add_device_model_option(sub, *a);
   sub->callback([a, &exit_code] { exit_code = run(*a); });
 }
 

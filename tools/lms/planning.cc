@@ -16,6 +16,12 @@ void add_plan_options(CLI::App* app, PlanArgs& a, bool with_file) {
   app->add_flag("--json", a.json, "Print one JSON object instead of text");
 }
 
+void add_device_model_option(CLI::App* app, PlanArgs& a) {
+  app->add_option("--device-model", a.device_model,
+                  "Predict the step time on this device model: v100-nvlink2, v100-pcie3, a100-pcie4, h100-pcie5, "
+                  "h200-pcie5, gh200-c2c, cpu-here (docs/devices.md)");
+}
+
 Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model) {
   Graph g = LMS_TRY(load_graph(a.file, model));
   TrainArgs train = a.train;

@@ -8,6 +8,7 @@
 #include "lms/ir/verifier.h"
 #include "lms/plan/schedule.h"
 #include "lms/runtime/program.h"
+#include "lms/sim/cost_model.h"
 
 namespace lms {
 
@@ -39,6 +40,11 @@ Result<TimeSimResult> simulate_time(const Graph& g, std::span<const double> seco
     r.step_seconds = std::max(r.step_seconds, r.end[n.v]);
   }
   return r;
+}
+
+Result<TimeSimResult> simulate_time(const Graph& g, const DeviceModel& model) {
+  const std::vector<double> seconds = op_times(g, model);
+  return simulate_time(g, seconds);
 }
 
 }  // namespace lms

@@ -34,6 +34,7 @@
 
 #include "lms/ir/graph.h"
 #include "lms/runtime/backend.h"
+#include "lms/sim/device_model.h"
 #include "lms/support/error.h"
 
 namespace lms {
@@ -54,5 +55,9 @@ struct TimeSimResult {
 // entry per node, a negative, NaN or infinite duration (naming the node), a graph not in schedule order
 // (check_schedule_order's error).
 Result<TimeSimResult> simulate_time(const Graph& scheduled, std::span<const double> seconds);
+
+// The same with every node's duration from the roofline cost model of `model` (sim/cost_model.h): the step
+// time a plan predicts on that device.
+Result<TimeSimResult> simulate_time(const Graph& scheduled, const DeviceModel& model);
 
 }  // namespace lms
