@@ -10,7 +10,11 @@
 #include <filesystem>
 #include <set>
 
+#include "lms/ir/builder.h"
 #include "lms/models/models.h"
+#include "lms/runtime/backend_registry.h"
+#include "lms/runtime/executor.h"
+#include "lms/runtime/program.h"
 #include "lms/runtime/trace.h"
 #include "lms/runtime/trainer.h"
 #include "runtime_test_util.h"
@@ -131,6 +135,37 @@ TEST(Trace, EveryNodeOfEveryStepOnItsStreamAndCountersMatchTheExecutor) {
   }
   EXPECT_EQ(c, device_counters.size()) << "counters after the last step's last node";
 }
+
+#ifdef LMS_HAVE_CPU_BACKEND
+// On the cpu backend nodes run after `run` returns, on stream threads: the slices must be the nodes' real
+// execution (Backend::node_times), not the moment they were enqueued. A relu over 64 MiB takes milliseconds;
+// enqueueing it takes microseconds.
+TEST(Trace, CpuSlicesAreRealExecutionTimes) {
+  Graph g("big_relu");
+  Builder b(g);
+  ValueId x = b.input(TensorType{DType::f32, {4096, 4096}}, "x");
+  ValueId y = b.op(Op::relu, {x}, {}, "y");
+  ValueId m = b.op(Op::mean, {y}, {}, "m");
+  ASSERT_TRUE(b.ok()) << b.error()->str();
+  g.set_outputs({m});
+  auto backend = make_backend("cpu", BackendOptions{});
+  ASSERT_TRUE(backend.has_value()) << backend.error().str();
+  auto program = compile(g, {}, backend->get());
+  ASSERT_TRUE(program.has_value()) << program.error().str();
+  auto ex = Executor::create(*program, **backend);
+  ASSERT_TRUE(ex.has_value()) << ex.error().str();
+  ASSERT_TRUE(ex->initialize(0).has_value());
+  HostTensor input(TensorType{DType::f32, {4096, 4096}});
+  Feed feed{program->inputs().front(), &input};
+  TraceWriter trace;
+  ASSERT_TRUE(ex->step({&feed, 1}, &trace).has_value());
+  json j = parse(trace.json());
+  double relu_us = -1;
+  for (const json& e : j["traceEvents"])
+    if (e["ph"] == "X" && e["name"] == "y") relu_us = e["dur"].get<double>();
+  EXPECT_GT(relu_us, 1000.0) << "the relu's slice lasted " << relu_us << " us: an enqueue time, not its run";
+}
+#endif
 
 TEST(Trace, WriterIsDeterministicInTimeOrderAndEscapesNames) {
   const TraceWriter::Clock::time_point t0{};

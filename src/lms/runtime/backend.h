@@ -8,6 +8,7 @@
 // The executor drives a backend; the backend never decides where memory goes (the Program says).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -85,6 +86,14 @@ class Backend {
 
   // Waits until everything enqueued on every stream has finished; reports the first failure of any of it.
   virtual Result<void> synchronize() = 0;
+
+  // When and how long each node of the last step really ran, by NodeId (read after synchronize), for a backend
+  // that runs nodes after run() returns (on stream threads); nodes it never ran (sources) keep a default
+  // time_point. nullptr: the backend runs a node inside run(), so the caller's clock around run() is its time.
+  struct NodeTimes {
+    std::vector<std::chrono::steady_clock::time_point> start, end;
+  };
+  virtual const NodeTimes* node_times() const { return nullptr; }
 };
 
 }  // namespace lms

@@ -172,10 +172,11 @@ Result<void> Executor::issue_all(int64_t& max_live, TraceWriter* trace) {
     if (trace && std::pair{live_bytes, live_host_bytes} != before) trace->memory(start, live_bytes, live_host_bytes);
     if (auto r = backend_->run(*program_, n); !r) return wrap(node_label(g, n), r.error());
     if (auto e = program_->recorded(n)) LMS_TRY_VOID(backend_->record(*e, s));
-    // The reference backend runs a node before `run` returns, so these are its times; an asynchronous backend
-    // will have to report its own (docs/trace.md).
+    // A backend that runs a node inside `run` (reference) is timed here; one that runs it later on a stream
+    // thread reports its own times, traced after synchronize (step()).
     const Clock::time_point end = trace ? Clock::now() : Clock::time_point{};
-    if (trace) trace->complete(trace_name(g, n), std::string(op_name(g.node(n).op)), n.v, s, start, end);
+    if (trace && !backend_->node_times())
+      trace->complete(trace_name(g, n), std::string(op_name(g.node(n).op)), n.v, s, start, end);
 
     touched.clear();
     for (ValueId v : g.node(n).inputs) touched.push_back(plan.buffer_of_value[v.v]);
@@ -208,6 +209,13 @@ Result<StepResult> Executor::step(std::span<const Feed> feeds, TraceWriter* trac
   LMS_TRY_VOID(issue_all(r.max_live_bytes, trace));
   LMS_TRY_VOID(backend_->synchronize());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (const Backend::NodeTimes* times = backend_->node_times(); trace && times) {
+    const Graph& g = program_->graph();
+    for (NodeId n : g.node_ids())
+      if (times->start[n.v] != TraceWriter::Clock::time_point{})
+        trace->complete(trace_name(g, n), std::string(op_name(g.node(n).op)), n.v, program_->stream(n),
+                        times->start[n.v], times->end[n.v]);
+  }
 
   if (opts_.measure_touched) {
     int64_t last = arena > region ? LMS_TRY(backend_->last_changed_byte(region, arena - region, kPoisonByte)) : -1;

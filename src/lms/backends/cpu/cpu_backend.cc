@@ -112,6 +112,8 @@ Result<void> CpuBackend::prepare(const Program& program) {
     records_enqueued_.assign(program.num_events(), 0);
     records_done_.assign(program.num_events(), 0);
   }
+  times_.start.assign(g.num_nodes(), {});
+  times_.end.assign(g.num_nodes(), {});
   prepared_ = &program;
   return {};
 }
@@ -128,9 +130,11 @@ int64_t CpuBackend::scratchpad_bytes() const {
 }
 
 Result<void> CpuBackend::run_node(NodeId n) {
-  if (kernels_[n.v]) return kernels_[n.v]->run();
-  // Not covered by oneDNN yet: the reference kernel (correct, slow) on this stream's thread.
-  return run_reference_kernel(calls_.call(n));
+  times_.start[n.v] = std::chrono::steady_clock::now();
+  // Not covered by a cpu kernel: the reference kernel (correct, slow) on this stream's thread.
+  Result<void> r = kernels_[n.v] ? kernels_[n.v]->run() : run_reference_kernel(calls_.call(n));
+  times_.end[n.v] = std::chrono::steady_clock::now();
+  return r;
 }
 
 Result<void> CpuBackend::run(const Program& program, NodeId n) {

@@ -45,6 +45,7 @@ class CpuBackend final : public Backend {
   Result<void> copy_from_device(int64_t offset, void* dst, int64_t bytes) override;
   Result<void> poison_device(int64_t offset, int64_t bytes, std::byte pattern) override;
   Result<int64_t> last_changed_byte(int64_t offset, int64_t bytes, std::byte pattern) override;
+  const NodeTimes* node_times() const override { return &times_; }
   Result<void> synchronize() override;
 
   // The device arena as host memory (tests look inside it).
@@ -80,6 +81,7 @@ class CpuBackend final : public Backend {
   BoundCalls calls_;  // every node's kernel call, bound at prepare time
   cpu::DnnlContextPtr dnnl_;
   std::vector<std::unique_ptr<cpu::DnnlKernel>> kernels_;  // by node; null: the reference kernel runs
+  NodeTimes times_;  // by node: written by the node's stream thread, read after synchronize
 
   // Streams and events share one mutex: the work per lock is tiny next to a kernel.
   std::mutex mu_;
