@@ -82,6 +82,34 @@ TEST(PlanCommand, DeviceModelPredictsTheStepTime) {
                   .is_null());
 }
 
+TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {
+  const std::string profile = (testing::temp_dir() / "mlp_profile.json").string();
+  auto r = run_lms("profile --model mlp --device reference --steps 2 --warmup 0 -o " + profile);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(testing::slurp(profile), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_GT(j["nodes"].size(), 10u);
+  double sum = 0;
+  for (const auto& n : j["nodes"]) {
+    EXPECT_GE(n["seconds"].get<double>(), 0) << n.dump();
+    sum += n["seconds"].get<double>();
+  }
+  EXPECT_GT(sum, 0);
+  // Everything runs on the compute stream without swaps, so the predicted step is the sum of the node times:
+  // measured ones for every node the profile names (all of them here), nothing from the roofline.
+  auto p = run_lms("plan --model mlp --budget 1GiB --device-model h100-pcie5 --json --profile " + profile);
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_NEAR(json_of(p, "plan")["predicted_step_seconds"].get<double>(), sum, 1e-9 * sum);
+
+  expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --profile " + profile), "needs --device-model",
+                        "profile alone");
+  const std::string bad = (testing::temp_dir() / "bad_profile.json").string();
+  std::ofstream(bad) << "{\"nodes\": [{\"name\": \"x\"}]}";
+  expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --device-model h100-pcie5 --profile " + bad),
+                        "non-negative \"seconds\"", "bad profile");
+  expect_one_error_line(run_lms("profile --model mlp --device reference"), "output", "no -o");
+}
+
 bool plan_fits(const std::string& args) {
   auto r = run_lms("plan " + args + " --json");
   EXPECT_TRUE(r.status == 0 || r.status == 1) << args << ": " << r.err;

@@ -21,6 +21,7 @@ namespace {
 struct Prediction {
   DeviceModel model;
   TimeSimResult sim;
+  bool measured = false;  // node times from --profile where it names them
 };
 
 nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>& pred) {
@@ -74,9 +75,9 @@ void print_plan(const std::string& graph, const Plan& p, const std::optional<Pre
   }
   if (pred) {
     const auto compute = static_cast<int>(StreamId::compute);
-    fmt::print("  predicted step  {:.4g} s on {} ({:.4g} s of compute, {:.4g} s waiting for copies; roofline)\n",
+    fmt::print("  predicted step  {:.4g} s on {} ({:.4g} s of compute, {:.4g} s waiting for copies; {})\n",
                pred->sim.step_seconds, pred->model.name, pred->sim.busy_seconds[compute],
-               pred->sim.stall_seconds[compute]);
+               pred->sim.stall_seconds[compute], pred->measured ? "measured node times" : "roofline");
   }
 }
 
@@ -92,13 +93,20 @@ int run(const PlanArgs& a) {
     if (!m) return report(m.error());
     model = std::move(*m);
   }
+  std::optional<MeasuredTimes> measured;
+  if (!a.profile.empty()) {
+    if (!model) return report(Error{"--profile needs --device-model (for the nodes the profile does not name)", {}});
+    auto t = read_profile(a.profile);
+    if (!t) return report(t.error());
+    measured = std::move(*t);
+  }
   auto plan = try_plan(*g, *opts);
   if (!plan) return report(plan.error());
   std::optional<Prediction> pred;
   if (model) {
-    auto sim = simulate_time(plan->graph, *model);
+    auto sim = simulate_time(plan->graph, *model, measured ? &*measured : nullptr);
     if (!sim) return report(sim.error());
-    pred = Prediction{*model, std::move(*sim)};
+    pred = Prediction{*model, std::move(*sim), measured.has_value()};
   }
   if (a.json) {
     fmt::print("{}\n", plan_json(*plan, pred).dump(2));

@@ -12,5 +12,6 @@ void add_train_command(CLI::App& root, int& exit_code);
 void add_plan_command(CLI::App& root, int& exit_code);
 void add_maxbatch_command(CLI::App& root, int& exit_code);
 void add_maxres_command(CLI::App& root, int& exit_code);
+void add_profile_command(CLI::App& root, int& exit_code);
 
 }  // namespace lms::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add_plan_command(app, exit_code);
   add_maxbatch_command(app, exit_code);
   add_maxres_command(app, exit_code);
+  add_profile_command(app, exit_code);
   std::string known;
   bool found = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

@@ -20,6 +20,8 @@ void add_device_model_option(CLI::App* app, PlanArgs& a) {
   app->add_option("--device-model", a.device_model,
                   "Predict the step time on this device model: v100-nvlink2, v100-pcie3, a100-pcie4, h100-pcie5, "
                   "h200-pcie5, gh200-c2c, cpu-here (docs/devices.md)");
+  app->add_option("--profile", a.profile,
+                  "With --device-model: node times measured by `lms profile` replace the roofline where they apply");
 }
 
 Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model) {

@@ -33,6 +33,8 @@ Result<Executor> Executor::create(const Program& program, Backend& backend, Exec
   const Graph& g = program.graph();
   const MemoryPlan& plan = program.memory();
   ex.uses_.assign(plan.buffers.size(), 0);
+  ex.own_times_.start.assign(g.num_nodes(), {});
+  ex.own_times_.end.assign(g.num_nodes(), {});
   ex.pinned_.assign(plan.buffers.size(), false);
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const BufferLife& life = plan.buffers[b].life;
@@ -168,15 +170,18 @@ Result<void> Executor::issue_all(int64_t& max_live, TraceWriter* trace) {
     const int32_t workspace = plan.workspace_of_node.empty() ? -1 : plan.workspace_of_node[n.v];
     if (workspace >= 0) make_live(workspace);
     max_live = std::max(max_live, live_bytes);
-    const Clock::time_point start = trace ? Clock::now() : Clock::time_point{};
+    const bool timed = trace || opts_.time_nodes;
+    const Clock::time_point start = timed ? Clock::now() : Clock::time_point{};
     if (trace && std::pair{live_bytes, live_host_bytes} != before) trace->memory(start, live_bytes, live_host_bytes);
     if (auto r = backend_->run(*program_, n); !r) return wrap(node_label(g, n), r.error());
     if (auto e = program_->recorded(n)) LMS_TRY_VOID(backend_->record(*e, s));
+    const Clock::time_point end = timed ? Clock::now() : Clock::time_point{};
     // A backend that runs a node inside `run` (reference) is timed here; one that runs it later on a stream
-    // thread reports its own times, traced after synchronize (step()).
-    const Clock::time_point end = trace ? Clock::now() : Clock::time_point{};
-    if (trace && !backend_->node_times())
-      trace->complete(trace_name(g, n), std::string(op_name(g.node(n).op)), n.v, s, start, end);
+    // thread reports its own times (Backend::node_times). Both are read after synchronize (step()).
+    if (timed && !backend_->node_times()) {
+      own_times_.start[n.v] = start;
+      own_times_.end[n.v] = end;
+    }
 
     touched.clear();
     for (ValueId v : g.node(n).inputs) touched.push_back(plan.buffer_of_value[v.v]);
@@ -209,12 +214,18 @@ Result<StepResult> Executor::step(std::span<const Feed> feeds, TraceWriter* trac
   LMS_TRY_VOID(issue_all(r.max_live_bytes, trace));
   LMS_TRY_VOID(backend_->synchronize());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (const Backend::NodeTimes* times = backend_->node_times(); trace && times) {
+  if (trace || opts_.time_nodes) {
+    const Backend::NodeTimes* times = backend_->node_times() ? backend_->node_times() : &own_times_;
     const Graph& g = program_->graph();
-    for (NodeId n : g.node_ids())
-      if (times->start[n.v] != TraceWriter::Clock::time_point{})
+    if (opts_.time_nodes) r.node_seconds.assign(g.num_nodes(), 0.0);
+    for (NodeId n : g.node_ids()) {
+      if (times->start[n.v] == TraceWriter::Clock::time_point{}) continue;  // not run (a source on cpu)
+      if (trace)
         trace->complete(trace_name(g, n), std::string(op_name(g.node(n).op)), n.v, program_->stream(n),
                         times->start[n.v], times->end[n.v]);
+      if (opts_.time_nodes)
+        r.node_seconds[n.v] = std::chrono::duration<double>(times->end[n.v] - times->start[n.v]).count();
+    }
   }
 
   if (opts_.measure_touched) {

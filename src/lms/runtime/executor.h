@@ -32,6 +32,7 @@ inline constexpr std::byte kPoisonByte{0xA5};
 struct ExecutorOptions {
   bool measure_touched = false;  // validation mode: check the Program for races (runtime/program_check.h) once,
                                  // and poison before each step and scan after (two passes over the arena a step)
+  bool time_nodes = false;       // fill StepResult::node_seconds (`lms profile`)
 };
 
 // One input of a step: a value of an `input` node and the tensor to feed it.
@@ -46,6 +47,8 @@ struct StepResult {
   int64_t touched_bytes = -1;       // validation mode: highest device arena byte written + 1 (at least the
                                     // parameters' end); -1 otherwise
   int64_t max_live_bytes = 0;       // most device bytes the executor saw live at once
+  std::vector<double> node_seconds;  // with ExecutorOptions::time_nodes: each node's run time, by NodeId (0 for
+                                     // nodes that do not run: inputs, parameters, state)
 };
 
 class Executor {
@@ -77,6 +80,7 @@ class Executor {
   Result<void> write(ValueId v, const HostTensor& t);
   Result<void> feed(std::span<const Feed> feeds);
   Result<void> issue_all(int64_t& max_live, TraceWriter* trace);
+  Backend::NodeTimes own_times_;  // node times taken around run() for backends that run nodes inside it
 
   const Program* program_;
   Backend* backend_;

@@ -6,9 +6,11 @@
 // (input, param, state, constant) takes 0. Precondition: the graph's types are inferred (built or parsed and
 // verified) and the model's rates are positive. It does not model overlap between streams or contention
 // for memory bandwidth (the time simulator's job), kernel efficiency below peak, or fusion.
-// Measured profiles (`lms profile`) will override these times when one exists; this is the fallback.
+// Measured times (`lms profile`, by node name) override the roofline for the nodes they name.
 #pragma once
 
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "lms/ir/graph.h"
@@ -19,7 +21,11 @@ namespace lms {
 // Predicted seconds for node `n` of `g` on `m`.
 double op_seconds(const Graph& g, NodeId n, const DeviceModel& m);
 
-// op_seconds for every node, indexed by NodeId.
-std::vector<double> op_times(const Graph& g, const DeviceModel& m);
+// Measured seconds by node, the node named by its first output (`lms profile` writes them).
+using MeasuredTimes = std::unordered_map<std::string, double>;
+
+// Seconds for every node, indexed by NodeId: the measured time where `measured` names the node, else
+// op_seconds.
+std::vector<double> op_times(const Graph& g, const DeviceModel& m, const MeasuredTimes* measured = nullptr);
 
 }  // namespace lms

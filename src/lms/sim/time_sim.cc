@@ -42,8 +42,8 @@ Result<TimeSimResult> simulate_time(const Graph& g, std::span<const double> seco
   return r;
 }
 
-Result<TimeSimResult> simulate_time(const Graph& g, const DeviceModel& model) {
-  const std::vector<double> seconds = op_times(g, model);
+Result<TimeSimResult> simulate_time(const Graph& g, const DeviceModel& model, const MeasuredTimes* measured) {
+  const std::vector<double> seconds = op_times(g, model, measured);
   return simulate_time(g, seconds);
 }
 

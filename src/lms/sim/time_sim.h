@@ -34,6 +34,7 @@
 
 #include "lms/ir/graph.h"
 #include "lms/runtime/backend.h"
+#include "lms/sim/cost_model.h"
 #include "lms/sim/device_model.h"
 #include "lms/support/error.h"
 
@@ -56,8 +57,9 @@ struct TimeSimResult {
 // (check_schedule_order's error).
 Result<TimeSimResult> simulate_time(const Graph& scheduled, std::span<const double> seconds);
 
-// The same with every node's duration from the roofline cost model of `model` (sim/cost_model.h): the step
-// time a plan predicts on that device.
-Result<TimeSimResult> simulate_time(const Graph& scheduled, const DeviceModel& model);
+// The same with every node's duration from the cost model (sim/cost_model.h): measured where `measured` names
+// the node, else the roofline of `model`. The step time a plan predicts on that device.
+Result<TimeSimResult> simulate_time(const Graph& scheduled, const DeviceModel& model,
+                                    const MeasuredTimes* measured = nullptr);
 
 }  // namespace lms

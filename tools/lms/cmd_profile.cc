@@ -1,0 +1,131 @@
+// `lms profile --device D (FILE | --model NAME ...) -o PROFILE.json`: measures how long every node of the
+// training step takes on a backend, for the cost model (DESIGN.md "Cost model"; sim/cost_model.h). Compiles the
+// training graph for the device (strategy none, no budget), runs --warmup steps and then --steps measured
+// steps on synthetic inputs (floats in [0.5, 1), integer inputs 0: valid labels and token ids), and writes each
+// node's median time by name. `lms plan --profile PROFILE.json --device-model cpu-here` then predicts with the
+// measured times instead of the roofline wherever a node is named in the profile.
+#include <algorithm>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "lms/runtime/backend_registry.h"
+#include "lms/runtime/executor.h"
+#include "lms/runtime/program.h"
+#include "planning.h"
+
+namespace lms::cli {
+
+namespace {
+
+struct ProfileCmd {
+  PlanArgs plan;       // FILE, model and --train options (no budget: the step runs unconstrained)
+  std::string device = "cpu";
+  int steps = 5;       // measured steps; each node's median over them is written
+  int warmup = 1;      // steps run first and not measured
+  std::string output;  // -o PROFILE.json
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Synthetic inputs: floats in [0.5, 1) from a fixed sequence, integers 0.
+HostTensor synthetic(const TensorType& t, uint64_t& state) {
+  HostTensor h(t);
+  if (t.dtype == DType::f32)
+    for (float& x : h.as<float>()) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      x = 0.5f + static_cast<float>(state >> 40) / static_cast<float>(1ULL << 25);
+    }
+  return h;
+}
+
+Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
+  if (c.steps < 1) return fail("--steps must be >= 1, got {}", c.steps);
+  if (c.warmup < 0) return fail("--warmup must be >= 0, got {}", c.warmup);
+  Graph g = LMS_TRY(training_graph(c.plan, c.plan.model));
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, BackendOptions{}));
+  Program program = LMS_TRY(compile(g, {}, backend.get()));
+  Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{.time_nodes = true}));
+  LMS_TRY_VOID(ex.initialize(0));
+  const Graph& pg = program.graph();
+  uint64_t state = 1;
+  std::vector<HostTensor> inputs;
+  std::vector<Feed> feeds;
+  inputs.reserve(program.inputs().size());
+  for (ValueId v : program.inputs()) {
+    inputs.push_back(synthetic(pg.value(v).type, state));
+    feeds.push_back(Feed{v, &inputs.back()});
+  }
+  std::vector<std::vector<double>> times(pg.num_nodes());
+  std::vector<double> steps;
+  for (int i = 0; i < c.warmup + c.steps; ++i) {
+    StepResult r = LMS_TRY(ex.step(feeds));
+    if (i < c.warmup) continue;
+    steps.push_back(r.seconds);
+    for (NodeId n : pg.node_ids()) times[n.v].push_back(r.node_seconds[n.v]);
+  }
+  nlohmann::ordered_json j;
+  j["device"] = c.device;
+  j["graph"] = pg.name();
+  j["steps"] = c.steps;
+  j["step_seconds"] = median(steps);
+  nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+  for (NodeId n : pg.node_ids()) {
+    const Node& node = pg.node(n);
+    if (node.outputs.empty() || pg.def(n).traits.source) continue;
+    nodes.push_back({{"name", pg.value(node.outputs.front()).name},
+                     {"op", std::string(pg.def(n).name)},
+                     {"seconds", median(times[n.v])}});
+  }
+  j["nodes"] = std::move(nodes);
+  return j;
+}
+
+int run(const ProfileCmd& c) {
+  if (c.output.empty()) return report(Error{"give -o PROFILE.json", {}});
+  auto j = profile(c);
+  if (!j) return report(j.error());
+  auto w = write_text(c.output, j->dump(1) + "\n");
+  if (!w) return report(w.error());
+  fmt::print("profiled {} nodes of '{}' on {} over {} steps: median step {:.4g} s; wrote {}\n",
+             (*j)["nodes"].size(), (*j)["graph"].get<std::string>(), c.device, c.steps,
+             (*j)["step_seconds"].get<double>(), c.output);
+  return kExitOk;
+}
+
+}  // namespace
+
+Result<MeasuredTimes> read_profile(const std::string& path) {
+  std::string text = LMS_TRY(read_text(path));
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("nodes") || !j["nodes"].is_array())
+    return fail("{}: not a profile written by `lms profile` (expected a JSON object with \"nodes\")", path);
+  MeasuredTimes times;
+  for (const auto& n : j["nodes"]) {
+    if (!n.is_object() || !n.contains("name") || !n["name"].is_string() || !n.contains("seconds") ||
+        !n["seconds"].is_number() || n["seconds"].get<double>() < 0)
+      return fail("{}: a node entry needs \"name\" and a non-negative \"seconds\": {}", path, n.dump());
+    times[n["name"].get<std::string>()] = n["seconds"].get<double>();
+  }
+  return times;
+}
+
+void add_profile_command(CLI::App& root, int& exit_code) {
+  auto c = std::make_shared<ProfileCmd>();
+  CLI::App* sub = root.add_subcommand("profile", "Measure every node of a training step on a device, for the cost model.");
+  sub->add_option("FILE", c->plan.file, "Graph in the IR text format (- for stdin); or use --model");
+  add_model_options(sub, c->plan.model, /*with_model_flag=*/true);
+  add_train_options(sub, c->plan.train);
+  c->plan.model.batch = kDefaultTrainBatch;
+  sub->add_option("--device", c->device, "Backend: reference, cpu")->capture_default_str();
+  sub->add_option("--steps", c->steps, "Measured steps (each node's median is written)")->capture_default_str();
+  sub->add_option("--warmup", c->warmup, "Steps run first and not measured")->capture_default_str();
+  sub->add_option("-o,--output", c->output, "The profile (JSON) to write")->required();
+  sub->callback([c, &exit_code] { exit_code = run(*c); });
+}
+
+}  // namespace lms::cli
