@@ -7,6 +7,7 @@
 #include "lms/ir/verifier.h"
 #include "lms/passes/dce.h"
 #include "lms/passes/pass.h"
+#include "lms/passes/recompute.h"
 #include "lms/passes/tflms_serialize.h"
 #include "lms/passes/tflms_swap.h"
 #include "lms/passes/tflms_triggers.h"
@@ -37,6 +38,8 @@ const std::vector<PassInfo>& registry() {
        tflms_triggers_options(), run_tflms_triggers_pass},
       {"tflms-serialize", "chains the ops of chosen levels by control edges in id order",
        tflms_serialize_options(), run_tflms_serialize_pass},
+      {"recompute", "clones chosen values' producers for their backward readers (docs/recompute.md)",
+       recompute_options(), run_recompute_pass},
   };
   return passes;
 }

@@ -1,0 +1,152 @@
+// recompute: checks the chosen values, places each clone before the earliest of its readers (backward readers
+// and clones of other chosen values), builds the clones in node order and rewires (see recompute.h).
+#include "lms/passes/recompute.h"
+
+#include <algorithm>
+
+#include "lms/passes/tflms_swap.h"
+#include "lms/plan/schedule.h"
+
+namespace lms {
+
+namespace {
+
+constexpr uint32_t kNowhere = UINT32_MAX;  // no reader yet
+
+// Why the op cannot be cloned for a backward reader; empty when it can.
+std::string_view not_recomputable(const OpDef& d) {
+  const Traits& t = d.traits;
+  if (t.source) return "a source";
+  if (t.persistent) return "persistent";
+  if (t.random) return "random (a rerun would draw other numbers)";
+  if (t.in_place) return "in-place";
+  if (t.is_copy) return "a copy";
+  if (t.side_effecting) return "side-effecting";
+  if (!t.recomputable) return "not recomputable";
+  return {};
+}
+
+// `%v.re`, or `%v.re2`, `%v.re3`, ... when taken.
+std::string clone_name(const Graph& g, const std::string& v) {
+  std::string name = v + ".re";
+  for (int k = 2; g.find_value(name); ++k) name = fmt::format("{}.re{}", v, k);
+  return name;
+}
+
+}  // namespace
+
+std::vector<AttrSpec> recompute_options() {
+  return {{"values", AttrKind::String, Attribute{std::string()},
+           "values to recompute for their backward readers, comma-separated"}};
+}
+
+Result<RecomputeStats> insert_recompute(Graph& g, const RecomputeOptions& opts) {
+  // The chosen values, checked, in node order (one output per producer, so producer order).
+  std::vector<ValueId> chosen;
+  for (const std::string& name : opts.values) {
+    auto v = g.find_value(name);
+    if (!v) return fail_at("option 'values'", "unknown value %{}", name);
+    if (std::find(chosen.begin(), chosen.end(), *v) != chosen.end())
+      return fail_at("option 'values'", "%{} is named twice", name);
+    const NodeId p = g.value(*v).producer;
+    const OpDef& d = g.def(p);
+    if (std::string_view why = not_recomputable(d); !why.empty())
+      return fail_at(fmt::format("%{}", name), "recompute: cannot recompute it: its producer {} is {}", d.name, why);
+    if (d.outputs.size() != 1)
+      return fail_at(fmt::format("%{}", name),
+                     "recompute: cannot recompute it: its producer {} has {} outputs (only single-output ops are "
+                     "cloned)",
+                     d.name, d.outputs.size());
+    chosen.push_back(*v);
+  }
+  if (!check_schedule_order(g)) {
+    g.reorder(LMS_TRY(schedule_order(g)));
+    for (size_t i = 0; i < chosen.size(); ++i) chosen[i] = *g.find_value(opts.values[i]);  // renumbered
+  }
+  std::sort(chosen.begin(), chosen.end(),
+            [&](ValueId a, ValueId b) { return g.value(a).producer < g.value(b).producer; });  // ids distinct
+
+  const size_t original = g.num_nodes();
+  std::vector<int> index_of(g.num_values(), -1);  // chosen value -> its index in `chosen`
+  for (size_t i = 0; i < chosen.size(); ++i) index_of[chosen[i].v] = static_cast<int>(i);
+  // Backward readers, and the clone's slot: before the earliest node (by id) that will read the clone. Later
+  // chosen values are done first, so a clone reading another one's clone has its slot already.
+  std::vector<std::vector<NodeId>> readers(chosen.size());
+  std::vector<uint32_t> slot(chosen.size(), kNowhere);
+  for (size_t i = chosen.size(); i-- > 0;) {
+    for (NodeId c : g.value(chosen[i]).consumers)
+      if (g.node(c).category == Category::bwd) readers[i].push_back(c);
+    if (!readers[i].empty()) slot[i] = std::min(slot[i], readers[i].front().v);  // consumers are sorted by id
+    for (ValueId in : g.node(g.value(chosen[i]).producer).inputs)
+      if (index_of[in.v] >= 0) slot[index_of[in.v]] = std::min(slot[index_of[in.v]], slot[i]);
+  }
+  for (size_t i = 0; i < chosen.size(); ++i)
+    if (slot[i] == kNowhere)
+      return fail_at(fmt::format("%{}", g.value(chosen[i]).name),
+                     "recompute: no backward op reads it (nothing to recompute it for)");
+  // Storage overwritten in place, by whom: a clone must run before any of those that touch its inputs.
+  std::vector<std::pair<ValueId, NodeId>> overwritten;  // (storage root, in-place node)
+  for (NodeId n : g.node_ids()) {
+    const OpDef& d = g.def(n);
+    if (!d.traits.in_place) continue;
+    for (int a : d.aliases)
+      if (a >= 0 && a < static_cast<int>(g.node(n).inputs.size()))
+        overwritten.push_back({g.storage_root(g.node(n).inputs[a]), n});
+  }
+
+  RecomputeStats stats;
+  std::vector<std::vector<NodeId>> before(original);
+  std::vector<ValueId> clone_of(chosen.size());
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const ValueId v = chosen[i];
+    const Node producer = g.node(g.value(v).producer);  // a copy: add_node may move the node storage
+    const TensorType type = g.value(v).type;
+    const std::string name = g.value(v).name;
+    std::vector<ValueId> inputs;
+    std::vector<TensorType> in_types;
+    for (ValueId in : producer.inputs) {
+      inputs.push_back(index_of[in.v] >= 0 ? clone_of[index_of[in.v]] : in);
+      in_types.push_back(g.value(in).type);
+    }
+    for (auto [root, writer] : overwritten)
+      for (ValueId in : inputs)
+        if (g.storage_root(in) == root && writer.v < slot[i])
+          return fail_at(fmt::format("%{}", name),
+                         "recompute: its input %{} is overwritten in place by %{} before its first backward reader",
+                         g.value(in).name, g.value(g.first_output(writer)).name);
+    NodeId clone = g.add_node(producer.op, producer.attrs, std::span(&type, 1),
+                              std::vector<std::string>{clone_name(g, name)}, Category::recompute);
+    g.set_inputs(clone, inputs);
+    for (auto [root, writer] : overwritten)
+      for (ValueId in : inputs)
+        if (g.storage_root(in) == root) g.add_control_input(writer, clone);
+    clone_of[i] = g.first_output(clone);
+    for (NodeId c : readers[i])
+      for (size_t j = 0; j < g.node(c).inputs.size(); ++j)
+        if (g.node(c).inputs[j] == v) g.replace_input(c, j, clone_of[i]);
+    before[slot[i]].push_back(clone);  // creation order is node order, so a clone follows those it reads
+    stats.clones += 1;
+    stats.redirected += static_cast<int>(readers[i].size());
+    stats.flops += op_cost(producer.op, in_types, producer.attrs, std::span(&type, 1)).flops;
+  }
+
+  std::vector<NodeId> order;
+  order.reserve(g.num_nodes());
+  for (uint32_t i = 0; i < original; ++i) {
+    order.insert(order.end(), before[i].begin(), before[i].end());
+    order.push_back(NodeId{i});
+  }
+  g.reorder(order);
+  auto ok = check_schedule_order(g);
+  if (!ok) return wrap("recompute: internal error, the rewrite broke the schedule order", ok.error());
+  return stats;
+}
+
+Result<void> run_recompute_pass(Graph& g, const Attributes& options) {
+  RecomputeOptions o;
+  o.values = LMS_TRY(parse_name_list(options, "values", false));
+  LMS_TRY(insert_recompute(g, o));
+  return {};
+}
+
+}  // namespace lms
