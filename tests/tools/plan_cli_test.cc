@@ -3,6 +3,8 @@
 // capacity searches' answers checked against `lms plan` one step past them. Bad options are one error line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "tools/cli_util.h"
@@ -108,6 +110,45 @@ TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {
   expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --device-model h100-pcie5 --profile " + bad),
                         "non-negative \"seconds\"", "bad profile");
   expect_one_error_line(run_lms("profile --model mlp --device reference"), "output", "no -o");
+}
+
+// Every element is closed in order (a small XML well-formedness check: tags nest, attributes are quoted).
+bool well_formed(const std::string& svg) {
+  std::vector<std::string> open;
+  for (size_t i = svg.find('<'); i != std::string::npos; i = svg.find('<', i + 1)) {
+    const size_t end = svg.find('>', i);
+    if (end == std::string::npos) return false;
+    const std::string tag = svg.substr(i + 1, end - i - 1);
+    if (std::count(tag.begin(), tag.end(), '"') % 2 != 0) return false;
+    if (tag.ends_with("/")) continue;
+    const std::string name = tag.substr(tag[0] == '/' ? 1 : 0, tag.find_first_of(" /", 1) - (tag[0] == '/' ? 1 : 0));
+    if (tag[0] != '/') {
+      open.push_back(name);
+    } else {
+      if (open.empty() || open.back() != name) return false;
+      open.pop_back();
+    }
+  }
+  return open.empty();
+}
+
+TEST(PlanCommand, PlotIsAWellFormedSvgOfBothPlans) {
+  auto none = json_of(run_lms(std::string("plan ") + kGpt + " --budget 1GiB --json"), "none");
+  const auto peak = none["peak_bytes"].get<int64_t>(), hard = none["min_budget_bytes"].get<int64_t>();
+  const std::string svg_path = (testing::temp_dir() / "plan.svg").string();
+  auto r = run_lms(std::string("plan ") + kGpt + " --strategy tflms --budget " + std::to_string(hard + (peak - hard) / 3) +
+                   " --device-model h100-pcie5 --plot " + svg_path);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string svg = testing::slurp(svg_path);
+  EXPECT_TRUE(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  EXPECT_TRUE(svg.ends_with("</svg>\n"));
+  EXPECT_TRUE(well_formed(svg));
+  size_t curves = 0;
+  for (size_t i = svg.find("<polyline"); i != std::string::npos; i = svg.find("<polyline", i + 1)) ++curves;
+  EXPECT_EQ(curves, 2u) << "tflms and none";
+  EXPECT_NE(svg.find(">budget "), std::string::npos);
+  EXPECT_NE(svg.find("swap-outs"), std::string::npos) << "the plan swaps: its ticks are explained";
+  EXPECT_FALSE(well_formed("<svg><text>x</svg>"));  // the checker itself can fail
 }
 
 bool plan_fits(const std::string& args) {

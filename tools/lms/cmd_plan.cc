@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "lms/sim/time_sim.h"
 #include "planning.h"
+#include "plot.h"
 
 namespace lms::cli {
 
@@ -81,6 +82,31 @@ void print_plan(const std::string& graph, const Plan& p, const std::optional<Pre
   }
 }
 
+// The --plot SVG: this plan's memory curve and strategy none's (x: predicted time with a device model, else
+// schedule position).
+Result<void> write_plot(const PlanArgs& a, const Graph& training, const StrategyOptions& opts, const Plan& plan,
+                        const DeviceModel* model, const MeasuredTimes* measured) {
+  auto curve = [&](const Plan& p, std::string color) -> Result<MemoryCurve> {
+    std::vector<double> start;
+    if (model) start = LMS_TRY(simulate_time(p.graph, *model, measured)).start;
+    return memory_curve(p.graph, p.memory, start,
+                        fmt::format("{} (planned peak {})", strategy_name(p.strategy),
+                                    format_bytes(p.memory.device_arena_bytes)),
+                        std::move(color));
+  };
+  std::vector<MemoryCurve> curves;
+  if (plan.strategy != Strategy::none) {
+    StrategyOptions none = opts;
+    none.strategy = Strategy::none;
+    none.on_trial = nullptr;
+    curves.push_back(LMS_TRY(curve(LMS_TRY(try_plan(training, none)), "#888888")));
+  }
+  curves.push_back(LMS_TRY(curve(plan, "#1f5fbf")));
+  const std::string title = fmt::format("'{}': device memory over one training step{}", training.name(),
+                                        model ? fmt::format(" (time on {})", model->name) : std::string());
+  return write_text(a.plot, memory_svg(title, curves, plan.budget_bytes));
+}
+
 int run(const PlanArgs& a) {
   auto g = training_graph(a, a.model);
   if (!g) return report(g.error());
@@ -107,6 +133,10 @@ int run(const PlanArgs& a) {
     auto sim = simulate_time(plan->graph, *model, measured ? &*measured : nullptr);
     if (!sim) return report(sim.error());
     pred = Prediction{*model, std::move(*sim), measured.has_value()};
+  }
+  if (!a.plot.empty()) {
+    auto w = write_plot(a, *g, *opts, *plan, model ? &*model : nullptr, measured ? &*measured : nullptr);
+    if (!w) return report(w.error());
   }
   if (a.json) {
     fmt::print("{}\n", plan_json(*plan, pred).dump(2));

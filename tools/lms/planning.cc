@@ -22,6 +22,8 @@ void add_device_model_option(CLI::App* app, PlanArgs& a) {
                   "h200-pcie5, gh200-c2c, cpu-here (docs/devices.md)");
   app->add_option("--profile", a.profile,
                   "With --device-model: node times measured by `lms profile` replace the roofline where they apply");
+  app->add_option("--plot", a.plot,
+                  "Write an SVG of device memory over one step: this plan, strategy none's, the budget, the swaps");
 }
 
 Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model) {
