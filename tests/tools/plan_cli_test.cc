@@ -40,6 +40,16 @@ TEST(PlanCommand, JsonHasEveryKeyAndMatchesTrain) {
   EXPECT_EQ(j["peak_bytes"].get<int64_t>(), json_of(t, "train")["planned_peak_bytes"].get<int64_t>());
 }
 
+TEST(PlanCommand, StatsReportsTheSamePeakWithoutLms) {
+  auto stats = run_lms("stats --model mlp --batch 32 --train momentum --json");
+  ASSERT_EQ(stats.status, 0) << stats.err;
+  auto plan = run_lms("plan --model mlp --budget 1GiB --json");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  auto s = json_of(stats, "stats"), p = json_of(plan, "plan");
+  EXPECT_EQ(s["peak_bytes_none"].get<int64_t>(), p["peak_bytes_none"].get<int64_t>());
+  EXPECT_EQ(s["min_budget_bytes"].get<int64_t>(), p["min_budget_bytes"].get<int64_t>());
+}
+
 TEST(PlanCommand, NotFittingExitsOneWithTheReason) {
   auto r = run_lms(std::string("plan ") + kGpt + " --budget 3MB --json");
   EXPECT_EQ(r.status, 1);

@@ -1,5 +1,6 @@
 // `lms stats (FILE | --model NAME ...) [--train OPT ...] [--json]`: parameters, FLOPs, node and level counts,
-// activation bytes, of the forward graph or (with --train) of its training graph.
+// activation bytes and the planned peak without LMS, of the forward graph or (with --train) of its training
+// graph.
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include "common.h"
 #include "lms/analysis/levels.h"
 #include "lms/analysis/stats.h"
+#include "lms/plan/strategy.h"
 #include "train_args.h"
 
 namespace lms::cli {
@@ -28,6 +30,9 @@ int run(const StatsCmd& c) {
   auto levels = compute_levels(*g);
   if (!levels) return report(levels.error());
   GraphStats s = graph_stats(*g);
+  // The peak without LMS: the exact plan of strategy none (no workspaces, no budget).
+  auto none = try_plan(*g, StrategyOptions{});
+  if (!none) return report(none.error());
   if (c.json) {
     nlohmann::ordered_json j;
     j["graph"] = g->name();
@@ -39,6 +44,8 @@ int run(const StatsCmd& c) {
     j["flops"] = s.flops;
     j["activation_bytes"] = s.activation_bytes;
     j["input_bytes"] = s.input_bytes;
+    j["peak_bytes_none"] = none->memory.device_arena_bytes;
+    j["min_budget_bytes"] = none->memory.min_budget_bytes;
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -50,13 +57,15 @@ int run(const StatsCmd& c) {
   fmt::print("  FLOPs             {:.4g} ({:.4g} multiply-adds)\n", s.flops, s.flops / 2);
   fmt::print("  activations       {}\n", format_bytes(s.activation_bytes));
   fmt::print("  inputs            {}\n", format_bytes(s.input_bytes));
+  fmt::print("  peak without LMS  {} (hard minimum {})\n", format_bytes(none->memory.device_arena_bytes),
+             format_bytes(none->memory.min_budget_bytes));
   return kExitOk;
 }
 }  // namespace
 
 void add_stats_command(CLI::App& root, int& exit_code) {
   auto c = std::make_shared<StatsCmd>();
-  CLI::App* sub = root.add_subcommand("stats", "Summarize a graph: parameters, FLOPs, nodes, levels, activation bytes.");
+  CLI::App* sub = root.add_subcommand("stats", "Summarize a graph: parameters, FLOPs, nodes, levels, activation bytes, peak without LMS.");
   sub->add_option("FILE", c->file, "Graph in the IR text format (- for stdin); or use --model");
   add_model_options(sub, c->model, /*with_model_flag=*/true);
   add_train_options(sub, c->train);
