@@ -85,10 +85,8 @@ void print_plan(const std::string& graph, const Plan& p, const std::optional<Pre
 // The --plot SVG: this plan's memory curve and strategy none's (x: predicted time with a device model, else
 // schedule position).
 Result<void> write_plot(const PlanArgs& a, const Graph& training, const StrategyOptions& opts, const Plan& plan,
-                        const DeviceModel* model, const MeasuredTimes* measured) {
-  auto curve = [&](const Plan& p, std::string color) -> Result<MemoryCurve> {
-    std::vector<double> start;
-    if (model) start = LMS_TRY(simulate_time(p.graph, *model, measured)).start;
+                        const std::optional<Prediction>& pred, const MeasuredTimes* measured) {
+  auto curve = [](const Plan& p, std::vector<double> start, std::string color) {
     return memory_curve(p.graph, p.memory, start,
                         fmt::format("{} (planned peak {})", strategy_name(p.strategy),
                                     format_bytes(p.memory.device_arena_bytes)),
@@ -99,11 +97,14 @@ Result<void> write_plot(const PlanArgs& a, const Graph& training, const Strategy
     StrategyOptions none = opts;
     none.strategy = Strategy::none;
     none.on_trial = nullptr;
-    curves.push_back(LMS_TRY(curve(LMS_TRY(try_plan(training, none)), "#888888")));
+    Plan none_plan = LMS_TRY(try_plan(training, none));
+    std::vector<double> start;
+    if (pred) start = LMS_TRY(simulate_time(none_plan.graph, pred->model, measured)).start;
+    curves.push_back(curve(none_plan, std::move(start), "#888888"));
   }
-  curves.push_back(LMS_TRY(curve(plan, "#1f5fbf")));
+  curves.push_back(curve(plan, pred ? pred->sim.start : std::vector<double>{}, "#1f5fbf"));
   const std::string title = fmt::format("'{}': device memory over one training step{}", training.name(),
-                                        model ? fmt::format(" (time on {})", model->name) : std::string());
+                                        pred ? fmt::format(" (time on {})", pred->model.name) : std::string());
   return write_text(a.plot, memory_svg(title, curves, plan.budget_bytes));
 }
 
@@ -135,7 +136,7 @@ int run(const PlanArgs& a) {
     pred = Prediction{*model, std::move(*sim), measured.has_value()};
   }
   if (!a.plot.empty()) {
-    auto w = write_plot(a, *g, *opts, *plan, model ? &*model : nullptr, measured ? &*measured : nullptr);
+    auto w = write_plot(a, *g, *opts, *plan, pred, measured ? &*measured : nullptr);
     if (!w) return report(w.error());
   }
   if (a.json) {

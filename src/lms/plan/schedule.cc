@@ -32,10 +32,13 @@ Result<void> check_schedule_order(const Graph& g) {
 }
 
 Result<std::vector<NodeId>> schedule_order(const Graph& g) {
-  std::vector<NodeId> order = g.node_ids();
-  if (check_schedule_order(g)) return order;
+  if (check_schedule_order(g)) return g.node_ids();
+  return schedule_order_by(g, {});
+}
 
-  // Kahn's algorithm; ties go to the smallest node id, so the order is deterministic.
+Result<std::vector<NodeId>> schedule_order_by(const Graph& g, std::span<const int64_t> priority) {
+  // Kahn's algorithm; ties go to the smallest (priority, node id), so the order is deterministic.
+  auto key = [&](NodeId n) { return std::pair{priority.empty() ? int64_t{n.v} : priority[n.v], n.v}; };
   std::vector<int> pending(g.num_nodes(), 0);
   std::vector<std::vector<NodeId>> dependents(g.num_nodes());
   for (NodeId n : g.node_ids()) {
@@ -46,16 +49,18 @@ Result<std::vector<NodeId>> schedule_order(const Graph& g) {
     pending[n.v] = static_cast<int>(deps.size());
     for (NodeId d : deps) dependents[d.v].push_back(n);
   }
-  std::priority_queue<NodeId, std::vector<NodeId>, std::greater<>> ready;
+  using Entry = std::pair<int64_t, uint32_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
   for (NodeId n : g.node_ids())
-    if (pending[n.v] == 0) ready.push(n);
-  order.clear();
+    if (pending[n.v] == 0) ready.push(key(n));
+  std::vector<NodeId> order;
+  order.reserve(g.num_nodes());
   while (!ready.empty()) {
-    NodeId n = ready.top();
+    NodeId n{ready.top().second};
     ready.pop();
     order.push_back(n);
     for (NodeId m : dependents[n.v])
-      if (--pending[m.v] == 0) ready.push(m);
+      if (--pending[m.v] == 0) ready.push(key(m));
   }
   if (order.size() != g.num_nodes()) {
     // Every unscheduled node has an unscheduled dependency; walking those back must revisit a node, which

@@ -6,6 +6,8 @@
 // only needs *an* order, given as a graph marked `scheduled` whose node-id order is the execution order.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <vector>
 
 #include "lms/ir/graph.h"
@@ -15,6 +17,10 @@ namespace lms {
 
 // The execution order (a permutation of all node ids). Error if the graph has a cycle, naming a node on it.
 Result<std::vector<NodeId>> schedule_order(const Graph& g);
+
+// Kahn's algorithm taking the ready node with the smallest (priority[n], n) first: the order that follows
+// `priority` wherever the edges allow (by NodeId; empty: node ids). Error if the graph has a cycle.
+Result<std::vector<NodeId>> schedule_order_by(const Graph& g, std::span<const int64_t> priority);
 
 // A copy of `g` renumbered into schedule order and marked `scheduled` (names, edges, outputs unchanged).
 Result<Graph> schedule(const Graph& g);

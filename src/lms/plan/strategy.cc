@@ -12,7 +12,6 @@
 #include "lms/plan/strategy.h"
 
 #include <algorithm>
-#include <queue>
 
 #include "lms/analysis/levels.h"
 #include "lms/analysis/reachability.h"
@@ -25,6 +24,8 @@ namespace lms {
 
 namespace {
 
+// The answer to `auto` until it exists.
+constexpr std::string_view kAutoMissing = "strategy 'auto' is not implemented yet (strategies: none, tflms)";
 // Searches after the first, when the exact plan disagrees with the simulator (strategy.h).
 constexpr int kMaxTflmsRounds = 6;
 // Each retry lowers the simulator's budget below the exact plan's excess by this fraction more, so that rounds
@@ -62,32 +63,7 @@ Result<Graph> tflms_schedule(const Graph& rewritten) {
   for (NodeId m : rewritten.node_ids())
     if (key[m.v] == kUnset) return fail("tflms schedule: node #{} has no position (a swap op in an unexpected place)", m.v);
 
-  // Kahn's algorithm by (key, id).
-  std::vector<int> pending(n, 0);
-  std::vector<std::vector<NodeId>> dependents(n);
-  for (NodeId m : rewritten.node_ids()) {
-    std::vector<NodeId> deps;
-    for (ValueId v : rewritten.node(m).inputs) deps.push_back(rewritten.value(v).producer);
-    for (NodeId c : rewritten.node(m).control_inputs) deps.push_back(c);
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    pending[m.v] = static_cast<int>(deps.size());
-    for (NodeId d : deps) dependents[d.v].push_back(m);
-  }
-  using Entry = std::pair<int64_t, uint32_t>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
-  for (NodeId m : rewritten.node_ids())
-    if (pending[m.v] == 0) ready.push({key[m.v], m.v});
-  std::vector<NodeId> order;
-  order.reserve(n);
-  while (!ready.empty()) {
-    NodeId m{ready.top().second};
-    ready.pop();
-    order.push_back(m);
-    for (NodeId d : dependents[m.v])
-      if (--pending[d.v] == 0) ready.push({key[d.v], d.v});
-  }
-  if (order.size() != n) return fail("tflms schedule: the rewritten graph has a cycle");
+  std::vector<NodeId> order = LMS_TRY(schedule_order_by(rewritten, key));
   Graph out = rewritten;
   out.reorder(order);
   out.set_scheduled(true);
@@ -185,9 +161,6 @@ Result<Plan> plan_tflms(Plan p, const Graph& scheduled, const std::vector<int64_
     Graph ordered = LMS_TRY(tflms_schedule(rewritten));
     MemoryPlan memory = LMS_TRY(plan_exact(ordered, opts, nullptr));
     p.tflms = params;
-    const bool device_fits = memory.device_arena_bytes <= opts.budget_bytes;
-    Error why = device_fits ? host_does_not_fit(memory, opts.host_budget_bytes)
-                            : does_not_fit(ordered, memory, opts.budget_bytes);
     p.graph = std::move(ordered);
     p.memory = std::move(memory);
     p.swap_out_bytes = p.swap_in_bytes = p.swapped_tensors = 0;
@@ -196,8 +169,10 @@ Result<Plan> plan_tflms(Plan p, const Graph& scheduled, const std::vector<int64_
       p.fits = true;
       return p;
     }
-    if (device_fits) return not_fitting(std::move(p), why);
+    if (p.memory.device_arena_bytes <= opts.budget_bytes)
+      return not_fitting(std::move(p), host_does_not_fit(p.memory, opts.host_budget_bytes));
     if (opts.tflms_fixed || round == kMaxTflmsRounds) {
+      Error why = does_not_fit(p.graph, p.memory, opts.budget_bytes);
       why.where = fmt::format("tflms (T={}, A={}, G={}, sync_mode={}; simulated peak {}; after {} round(s))",
                               params.swapout_threshold, params.swapin_ahead, params.swapin_groupby,
                               static_cast<int>(params.sync_mode), format_size(p.sim_peak_bytes), round);
@@ -225,7 +200,7 @@ std::string_view strategy_name(Strategy s) {
 Result<Strategy> parse_strategy(std::string_view name) {
   if (name == "none") return Strategy::none;
   if (name == "tflms") return Strategy::tflms;
-  if (name == "auto") return fail("strategy 'auto' is not implemented yet (strategies: none, tflms)");
+  if (name == "auto") return fail("{}", kAutoMissing);
   return fail("unknown strategy '{}' (strategies: none, tflms, auto)", name);
 }
 
@@ -238,7 +213,7 @@ Result<Plan> make_plan(const Graph& training, const StrategyOptions& opts) {
 Result<Plan> try_plan(const Graph& training, const StrategyOptions& opts) {
   if (opts.budget_bytes < 0) return fail("budget {} is negative", opts.budget_bytes);
   if (opts.host_budget_bytes < 0) return fail("host budget {} is negative", opts.host_budget_bytes);
-  if (opts.strategy == Strategy::automatic) return fail("strategy 'auto' is not implemented yet (strategies: none, tflms)");
+  if (opts.strategy == Strategy::automatic) return fail("{}", kAutoMissing);
   Graph scheduled = LMS_TRY(schedule(training));
   std::vector<int64_t> workspaces;
   MemoryPlan none = LMS_TRY(plan_exact(scheduled, opts, &workspaces));
@@ -248,8 +223,6 @@ Result<Plan> try_plan(const Graph& training, const StrategyOptions& opts) {
   p.host_budget_bytes = opts.host_budget_bytes;
   p.peak_bytes_none = none.device_arena_bytes;
   const bool none_fits = fits(none, opts);
-  Error why = none.device_arena_bytes > opts.budget_bytes ? does_not_fit(scheduled, none, opts.budget_bytes)
-                                                          : host_does_not_fit(none, opts.host_budget_bytes);
   p.graph = scheduled;
   p.memory = std::move(none);
   p.lms_needed = !none_fits;
@@ -260,7 +233,12 @@ Result<Plan> try_plan(const Graph& training, const StrategyOptions& opts) {
     p.fits = true;
     return p;
   }
-  if (opts.strategy == Strategy::none) return not_fitting(std::move(p), std::move(why));
+  if (opts.strategy == Strategy::none) {
+    Error why = p.memory.device_arena_bytes > opts.budget_bytes
+                    ? does_not_fit(p.graph, p.memory, opts.budget_bytes)
+                    : host_does_not_fit(p.memory, opts.host_budget_bytes);
+    return not_fitting(std::move(p), std::move(why));
+  }
   return plan_tflms(std::move(p), scheduled, workspaces, opts);
 }
 

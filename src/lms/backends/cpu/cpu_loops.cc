@@ -41,14 +41,7 @@ void strided_gather(const Shape& out, const std::vector<int64_t>& walk, const T*
     } else {
       for (int64_t i = 0; i < inner; ++i) dst[i] = src[i * step];
     }
-    for (int d = static_cast<int>(rank) - 2; d >= 0; --d) {  // advance the outer counter
-      if (++index[d] < out[d]) {
-        base += walk[d];
-        break;
-      }
-      index[d] = 0;
-      base -= walk[d] * (out[d] - 1);
-    }
+    next_row(index, out, walk, base);
   }
 }
 

@@ -67,14 +67,7 @@ void reduce_loop(const Dims& src, const std::vector<int64_t>& ostr, const float*
       double* ar = acc + base;
       for (int64_t i = 0; i < inner; ++i) ar[i] += static_cast<double>(xr[i]);
     }
-    for (int d = static_cast<int>(rank) - 2; d >= 0; --d) {  // advance the outer counter
-      if (++index[d] < src[d]) {
-        base += ostr[d];
-        break;
-      }
-      index[d] = 0;
-      base -= ostr[d] * (src[d] - 1);
-    }
+    next_row(index, src, ostr, base);
   }
   const double inverse = 1 / count;
   for (int64_t i = 0; i < n_out; ++i) {

@@ -95,6 +95,20 @@ class CpuKernel final : public DnnlKernel {
 
 using KernelPtr = std::unique_ptr<CpuKernel>;
 
+// Advances a row-major walk by one row: `index` counts the outer dimensions of `extent` (all but the last, the
+// last outer one fastest) and `base` moves by walk[d] per step of dimension d, back to its start on wrap-around.
+template <class Extent>
+void next_row(std::vector<int64_t>& index, const Extent& extent, const std::vector<int64_t>& walk, int64_t& base) {
+  for (int d = static_cast<int>(extent.size()) - 2; d >= 0; --d) {
+    if (++index[d] < extent[d]) {
+      base += walk[d];
+      return;
+    }
+    index[d] = 0;
+    base -= walk[d] * (extent[d] - 1);
+  }
+}
+
 // A kernel of one loop step.
 KernelPtr loop_kernel(DnnlContext& ctx, std::function<Result<void>()> f);
 
