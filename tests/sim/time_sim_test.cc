@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "lms/ir/builder.h"
+#include "lms/plan/memory_planner.h"
 #include "lms/runtime/program.h"
 #include "lms/sim/time_sim.h"
 
@@ -231,6 +232,42 @@ TEST(TimeSim, CopiesOnOneStreamSerialize) {
   EXPECT_EQ(r->step_seconds, 5.25);
   EXPECT_EQ(r->busy_seconds, (std::array<double, 3>{1.5, 0.5, 4.0}));
   EXPECT_EQ(r->stall_seconds, (std::array<double, 3>{3.75, 0.75, 0.75}));
+}
+
+TEST(TimeSim, BufferReuseWaitsForTheCopyOut) {
+  //   %x  = input               compute 0   [0, 0]
+  //   %a  = relu(%x)            compute 1   [0, 1]
+  //   %ha = swap_out(%a)        d2h     3   [1, 4]   %a's last reader
+  //   %b  = relu(%x)            compute 1   [1, 2] without the plan; with it [4, 5]: %b takes %a's space, so
+  //                                                  it waits for %ha, the last reader of %a on the d2h stream
+  //   %da = swap_in(%ha)        h2d     1   [4, 5] without the plan; with it [5, 6]: %da takes %x's space
+  //                                                  (%x's last reader is %b), so it waits for %b
+  //   %s  = add(%b, %da)        compute 1   [5, 6] without; [6, 7] with (next-in-line at 5: stall 1)
+  Graph g;
+  Builder bld(g);
+  ValueId x = bld.input(kT, "x");
+  ValueId a = bld.op(Op::relu, {x}, {}, "a");
+  ValueId ha = bld.op(Op::swap_out, {a}, {}, "ha");
+  ValueId b = bld.op(Op::relu, {x}, {}, "b");
+  ValueId da = bld.op(Op::swap_in, {ha}, {}, "da");
+  ValueId s = bld.op(Op::add, {b, da}, {}, "s");
+  ASSERT_TRUE(bld.ok()) << bld.error()->str();
+  g.set_outputs({s});
+  auto plan = plan_memory(g);
+  ASSERT_TRUE(plan.has_value()) << plan.error().str();
+  ASSERT_EQ(plan->of(a).offset, plan->of(b).offset) << "the test needs %b in %a's space";
+  ASSERT_EQ(plan->of(x).offset, plan->of(da).offset) << "the test needs %da in %x's space";
+  const std::vector<double> secs = {0, 1, 3, 1, 1, 1};
+  auto free_run = simulate_time(g, secs);
+  ASSERT_TRUE(free_run.has_value()) << free_run.error().str();
+  expect_span(*free_run, g, b, 1, 2);
+  expect_span(*free_run, g, s, 5, 6);
+  auto planned = simulate_time(g, secs, &*plan);
+  ASSERT_TRUE(planned.has_value()) << planned.error().str();
+  expect_span(*planned, g, b, 4, 5);
+  expect_span(*planned, g, da, 5, 6);
+  expect_span(*planned, g, s, 6, 7);
+  EXPECT_EQ(planned->stall_seconds[kCompute], 4.0);  // %b 3 (next-in-line at 1, started at 4), %s 1
 }
 
 TEST(TimeSim, EmptyGraph) {

@@ -99,7 +99,7 @@ Result<void> write_plot(const PlanArgs& a, const Graph& training, const Strategy
     none.on_trial = nullptr;
     Plan none_plan = LMS_TRY(try_plan(training, none));
     std::vector<double> start;
-    if (pred) start = LMS_TRY(simulate_time(none_plan.graph, pred->model, measured)).start;
+    if (pred) start = LMS_TRY(simulate_time(none_plan.graph, pred->model, measured, &none_plan.memory)).start;
     curves.push_back(curve(none_plan, std::move(start), "#888888"));
   }
   curves.push_back(curve(plan, pred ? pred->sim.start : std::vector<double>{}, "#1f5fbf"));
@@ -131,7 +131,7 @@ int run(const PlanArgs& a) {
   if (!plan) return report(plan.error());
   std::optional<Prediction> pred;
   if (model) {
-    auto sim = simulate_time(plan->graph, *model, measured ? &*measured : nullptr);
+    auto sim = simulate_time(plan->graph, *model, measured ? &*measured : nullptr, &plan->memory);
     if (!sim) return report(sim.error());
     pred = Prediction{*model, std::move(*sim), measured.has_value()};
   }

@@ -33,13 +33,10 @@ StreamId stream_for(const Graph& g, NodeId n) {
   return d.output_placement == Placement::host ? StreamId::d2h : StreamId::h2d;
 }
 
-namespace {
-
-// For every node, the nodes on other streams it must wait for (sorted, unique): its dependencies, and for a
-// buffer's first writer the last toucher, on each other stream, of every earlier occupant of its space.
-std::vector<std::vector<NodeId>> cross_stream_waits(const Graph& g, const MemoryPlan& plan,
-                                                    const std::vector<StreamId>& stream) {
+std::vector<std::vector<NodeId>> cross_stream_waits(const Graph& g, const MemoryPlan& plan) {
   const size_t num_nodes = g.num_nodes();
+  std::vector<StreamId> stream(num_nodes);
+  for (NodeId n : g.node_ids()) stream[n.v] = stream_for(g, n);
   std::vector<std::vector<NodeId>> waits(num_nodes);
   for (NodeId n : g.node_ids()) {
     auto dep = [&](NodeId d) {
@@ -58,18 +55,33 @@ std::vector<std::vector<NodeId>> cross_stream_waits(const Graph& g, const Memory
     if (int32_t ws = plan.workspace_of_node.empty() ? -1 : plan.workspace_of_node[n.v]; ws >= 0)
       last_touch[ws][static_cast<int>(stream[n.v])] = n;
   }
+  // A pair (earlier occupant a, later buffer b) adds waits only when a was touched on a stream other than the
+  // one b's writer runs on. Writers on the compute stream can only wait for buffers a copy touched, so those
+  // are the only candidates for them; copy writers (few) look at every buffer. Same answer as all pairs,
+  // without the quadratic cost on graphs with thousands of buffers.
+  constexpr int kCompute = static_cast<int>(StreamId::compute);
+  std::vector<size_t> copied;  // buffers touched on a copy stream
+  for (size_t a = 0; a < plan.buffers.size(); ++a)
+    for (int s = 0; s < kNumStreams; ++s)
+      if (s != kCompute && last_touch[a][s]) {
+        copied.push_back(a);
+        break;
+      }
+  std::vector<size_t> all(plan.buffers.size());
+  for (size_t a = 0; a < all.size(); ++a) all[a] = a;
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const PlannedBuffer& later = plan.buffers[b];
     if (later.life.bytes == 0 || later.life.input || later.life.persistent) continue;
     const NodeId writer = later.life.writer;
-    for (size_t a = 0; a < plan.buffers.size(); ++a) {
+    const int ws = static_cast<int>(stream[writer.v]);
+    for (size_t a : ws == kCompute ? copied : all) {
       const PlannedBuffer& earlier = plan.buffers[a];
       if (a == b || earlier.life.bytes == 0 || earlier.life.placement != later.life.placement) continue;
       if (earlier.life.last >= later.life.first) continue;  // not an earlier occupant
       bool share = earlier.offset < later.offset + later.life.bytes && later.offset < earlier.offset + earlier.life.bytes;
       if (!share) continue;
       for (int s = 0; s < kNumStreams; ++s)
-        if (s != static_cast<int>(stream[writer.v]) && last_touch[a][s]) waits[writer.v].push_back(*last_touch[a][s]);
+        if (s != ws && last_touch[a][s]) waits[writer.v].push_back(*last_touch[a][s]);
     }
   }
   for (auto& w : waits) {
@@ -78,8 +90,6 @@ std::vector<std::vector<NodeId>> cross_stream_waits(const Graph& g, const Memory
   }
   return waits;
 }
-
-}  // namespace
 
 Result<Program> build_program(Graph g, MemoryPlan plan) {
   if (plan.buffer_of_value.size() != g.num_values() || plan.num_positions != static_cast<int>(g.num_nodes()))
@@ -106,7 +116,7 @@ Result<Program> build_program(Graph g, MemoryPlan plan) {
   }
 
   if (several_streams) {
-    std::vector<std::vector<NodeId>> waits = cross_stream_waits(g, plan, p.stream_);
+    std::vector<std::vector<NodeId>> waits = cross_stream_waits(g, plan);
     // One event per recording node, numbered in node order.
     std::vector<bool> records(num_nodes, false);
     for (const auto& w : waits)

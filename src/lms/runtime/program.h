@@ -66,6 +66,12 @@ class Program {
 // The stream an op runs on: copies to the host on d2h, copies to the device on h2d, everything else compute.
 StreamId stream_for(const Graph& g, NodeId n);
 
+// For every node, the nodes on other streams it must wait for (sorted, unique): its dependencies (data and
+// control), and for a buffer's first writer the last toucher, on each other stream, of every earlier occupant
+// of its space in `plan` (made for `scheduled`). The Program's events are exactly these; the time simulator
+// plays them too.
+std::vector<std::vector<NodeId>> cross_stream_waits(const Graph& scheduled, const MemoryPlan& plan);
+
 // Builds a program from a graph in schedule order and its memory plan (made from that same graph).
 Result<Program> build_program(Graph scheduled, MemoryPlan plan);
 

@@ -12,7 +12,7 @@
 
 namespace lms {
 
-Result<TimeSimResult> simulate_time(const Graph& g, std::span<const double> seconds) {
+Result<TimeSimResult> simulate_time(const Graph& g, std::span<const double> seconds, const MemoryPlan* plan) {
   if (seconds.size() != g.num_nodes())
     return fail("simulate_time: {} durations for a graph of {} nodes", seconds.size(), g.num_nodes());
   for (NodeId n : g.node_ids())
@@ -20,6 +20,14 @@ Result<TimeSimResult> simulate_time(const Graph& g, std::span<const double> seco
       return fail_at(node_label(g, n), "simulate_time: duration {} s is not a finite non-negative number",
                      seconds[n.v]);
   LMS_TRY_VOID(check_schedule_order(g));
+  std::vector<std::vector<NodeId>> waits;
+  if (plan) {
+    if (plan->buffer_of_value.size() != g.num_values() || plan->num_positions != static_cast<int>(g.num_nodes()))
+      return fail("simulate_time: the memory plan ({} values, {} positions) was not made for this graph ({} values, "
+                  "{} nodes)",
+                  plan->buffer_of_value.size(), plan->num_positions, g.num_values(), g.num_nodes());
+    waits = cross_stream_waits(g, *plan);
+  }
 
   TimeSimResult r;
   r.start.resize(g.num_nodes());
@@ -31,6 +39,8 @@ Result<TimeSimResult> simulate_time(const Graph& g, std::span<const double> seco
     double ready = 0;
     for (ValueId v : node.inputs) ready = std::max(ready, r.end[g.value(v).producer.v]);
     for (NodeId c : node.control_inputs) ready = std::max(ready, r.end[c.v]);
+    if (plan)
+      for (NodeId w : waits[n.v]) ready = std::max(ready, r.end[w.v]);
     const double start = std::max(stream_free[s], ready);
     r.stall_seconds[s] += start - stream_free[s];
     r.busy_seconds[s] += seconds[n.v];
@@ -42,9 +52,10 @@ Result<TimeSimResult> simulate_time(const Graph& g, std::span<const double> seco
   return r;
 }
 
-Result<TimeSimResult> simulate_time(const Graph& g, const DeviceModel& model, const MeasuredTimes* measured) {
+Result<TimeSimResult> simulate_time(const Graph& g, const DeviceModel& model, const MeasuredTimes* measured,
+                                    const MemoryPlan* plan) {
   const std::vector<double> seconds = op_times(g, model, measured);
-  return simulate_time(g, seconds);
+  return simulate_time(g, seconds, plan);
 }
 
 }  // namespace lms

@@ -8,8 +8,10 @@
 // is a valid execution order (check_schedule_order; the `scheduled` flag itself is not required). It does
 // not model: contention between the two copy directions or between copies and compute for a shared link or
 // memory bandwidth (each stream runs at the speed its durations say), launch and event overheads beyond what
-// the durations include, the Program's buffer-reuse waits (they need a memory plan; dependencies alone are
-// simulated), or memory at all (sim/memory_sim does bytes). The rules and the stall definition are in
+// the durations include, or memory at all (sim/memory_sim does bytes). Given the memory plan, it also plays the
+// Program's buffer-reuse waits (a buffer's first writer waits for the readers, on other streams, of the earlier
+// occupants of its space: runtime/program.h cross_stream_waits), so a swapped tensor's space is not reused
+// before its copy to the host has ended; without one, dependencies alone are simulated. The rules and the stall definition are in
 // Note [Time simulation]; docs/time_sim.md says the same for users. O(nodes + edges); nothing here changes
 // the graph.
 //
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "lms/ir/graph.h"
+#include "lms/plan/memory_planner.h"
 #include "lms/runtime/backend.h"
 #include "lms/sim/cost_model.h"
 #include "lms/sim/device_model.h"
@@ -52,14 +55,16 @@ struct TimeSimResult {
   std::vector<double> end;    // by NodeId: start + its duration
 };
 
-// Simulates one step of `scheduled` with `seconds[n]` the duration of node n. Errors: `seconds` not one
-// entry per node, a negative, NaN or infinite duration (naming the node), a graph not in schedule order
-// (check_schedule_order's error).
-Result<TimeSimResult> simulate_time(const Graph& scheduled, std::span<const double> seconds);
+// Simulates one step of `scheduled` with `seconds[n]` the duration of node n; with `plan` (the memory plan of
+// `scheduled`) the buffer-reuse waits too. Errors: `seconds` not one entry per node, a negative, NaN or
+// infinite duration (naming the node), a graph not in schedule order (check_schedule_order's error), a plan
+// not made for this graph.
+Result<TimeSimResult> simulate_time(const Graph& scheduled, std::span<const double> seconds,
+                                    const MemoryPlan* plan = nullptr);
 
 // The same with every node's duration from the cost model (sim/cost_model.h): measured where `measured` names
 // the node, else the roofline of `model`. The step time a plan predicts on that device.
 Result<TimeSimResult> simulate_time(const Graph& scheduled, const DeviceModel& model,
-                                    const MeasuredTimes* measured = nullptr);
+                                    const MeasuredTimes* measured = nullptr, const MemoryPlan* plan = nullptr);
 
 }  // namespace lms
