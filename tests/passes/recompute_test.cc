@@ -60,21 +60,36 @@ ModelOptions gpt() {
   return mo;
 }
 
-// Forward activations a backward op reads, whose single-output producer may be cloned (the pass's rule).
+bool cloneable(const Graph& g, NodeId n) {
+  const Traits& t = g.def(n).traits;
+  return g.node(n).category == Category::fwd && t.recomputable && !t.source && !t.persistent && !t.random &&
+         !t.side_effecting && !t.in_place && !t.is_copy;
+}
+
+// Forward activations a backward op reads, whose producer may be cloned (the pass's rule; the first output of
+// each producer), and the first outputs of the several-output producers (batch_norm) such an activation reads:
+// chained, those are recomputed for the clones only.
 std::vector<std::string> recomputable_activations(const Graph& g) {
   std::vector<std::string> names;
+  std::vector<bool> taken(g.num_values(), false);
   for (NodeId n : g.node_ids()) {
-    const Traits& t = g.def(n).traits;
-    if (g.node(n).category != Category::fwd || g.node(n).outputs.size() != 1 || !t.recomputable || t.source ||
-        t.persistent || t.random || t.side_effecting || t.in_place || t.is_copy)
-      continue;
+    if (!cloneable(g, n)) continue;
     const Value& v = g.value(g.first_output(n));
     for (NodeId c : v.consumers)
       if (g.node(c).category == Category::bwd) {
         names.push_back(v.name);
+        taken[g.first_output(n).v] = true;
         break;
       }
   }
+  for (size_t i = 0, e = names.size(); i < e; ++i)
+    for (ValueId in : g.node(g.value(*g.find_value(names[i])).producer).inputs) {
+      const NodeId p = g.value(in).producer;
+      if (!taken[in.v] && cloneable(g, p) && g.node(p).outputs.size() > 1 && g.first_output(p) == in) {
+        names.push_back(g.value(in).name);
+        taken[in.v] = true;
+      }
+    }
   return names;
 }
 

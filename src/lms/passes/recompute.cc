@@ -52,11 +52,11 @@ Result<RecomputeStats> insert_recompute(Graph& g, const RecomputeOptions& opts) 
     const OpDef& d = g.def(p);
     if (std::string_view why = not_recomputable(d); !why.empty())
       return fail_at(fmt::format("%{}", name), "recompute: cannot recompute it: its producer {} is {}", d.name, why);
-    if (d.outputs.size() != 1)
-      return fail_at(fmt::format("%{}", name),
-                     "recompute: cannot recompute it: its producer {} has {} outputs (only single-output ops are "
-                     "cloned)",
-                     d.name, d.outputs.size());
+    for (ValueId other : chosen)
+      if (g.value(other).producer == p)
+        return fail_at(fmt::format("%{}", name),
+                       "recompute: another output of its producer {} (%{}) is chosen too; choose one per op",
+                       d.name, g.value(other).name);
     chosen.push_back(*v);
   }
   if (!check_schedule_order(g)) {
@@ -64,7 +64,7 @@ Result<RecomputeStats> insert_recompute(Graph& g, const RecomputeOptions& opts) 
     for (size_t i = 0; i < chosen.size(); ++i) chosen[i] = *g.find_value(opts.values[i]);  // renumbered
   }
   std::sort(chosen.begin(), chosen.end(),
-            [&](ValueId a, ValueId b) { return g.value(a).producer < g.value(b).producer; });  // ids distinct
+            [&](ValueId a, ValueId b) { return g.value(a).producer < g.value(b).producer; });  // one per producer
 
   const size_t original = g.num_nodes();
   std::vector<int> index_of(g.num_values(), -1);  // chosen value -> its index in `chosen`
@@ -100,8 +100,15 @@ Result<RecomputeStats> insert_recompute(Graph& g, const RecomputeOptions& opts) 
   for (size_t i = 0; i < chosen.size(); ++i) {
     const ValueId v = chosen[i];
     const Node producer = g.node(g.value(v).producer);  // a copy: add_node may move the node storage
-    const TensorType type = g.value(v).type;
     const std::string name = g.value(v).name;
+    std::vector<TensorType> out_types;
+    std::vector<std::string> out_names;
+    size_t chosen_output = 0;
+    for (size_t k = 0; k < producer.outputs.size(); ++k) {
+      out_types.push_back(g.value(producer.outputs[k]).type);
+      out_names.push_back(clone_name(g, g.value(producer.outputs[k]).name));
+      if (producer.outputs[k] == v) chosen_output = k;
+    }
     std::vector<ValueId> inputs;
     std::vector<TensorType> in_types;
     for (ValueId in : producer.inputs) {
@@ -114,20 +121,19 @@ Result<RecomputeStats> insert_recompute(Graph& g, const RecomputeOptions& opts) 
           return fail_at(fmt::format("%{}", name),
                          "recompute: its input %{} is overwritten in place by %{} before its first backward reader",
                          g.value(in).name, g.value(g.first_output(writer)).name);
-    NodeId clone = g.add_node(producer.op, producer.attrs, std::span(&type, 1),
-                              std::vector<std::string>{clone_name(g, name)}, Category::recompute);
+    NodeId clone = g.add_node(producer.op, producer.attrs, out_types, out_names, Category::recompute);
     g.set_inputs(clone, inputs);
     for (auto [root, writer] : overwritten)
       for (ValueId in : inputs)
         if (g.storage_root(in) == root) g.add_control_input(writer, clone);
-    clone_of[i] = g.first_output(clone);
+    clone_of[i] = g.node(clone).outputs[chosen_output];
     for (NodeId c : readers[i])
       for (size_t j = 0; j < g.node(c).inputs.size(); ++j)
         if (g.node(c).inputs[j] == v) g.replace_input(c, j, clone_of[i]);
     before[slot[i]].push_back(clone);  // creation order is node order, so a clone follows those it reads
     stats.clones += 1;
     stats.redirected += static_cast<int>(readers[i].size());
-    stats.flops += op_cost(producer.op, in_types, producer.attrs, std::span(&type, 1)).flops;
+    stats.flops += op_cost(producer.op, in_types, producer.attrs, out_types).flops;
   }
 
   std::vector<NodeId> order;

@@ -1,12 +1,12 @@
 // The `recompute` pass: for each chosen value v, clones v's producer (same op, same attributes, category
-// `recompute`, output `%v.re`) right before v's first backward (`#bwd`) reader in node order and makes every
+// `recompute`, outputs `%v.re` and, for an op with several, `%w.re` for each other output w) right before v's first backward (`#bwd`) reader in node order and makes every
 // backward reader read the clone; forward (and update, swap, recompute) readers keep reading v, so v can die
 // after the forward pass. The clone reads the producer's inputs, except that an input that is itself chosen is
 // read through its clone (chains: choosing [a, b] with b = relu(a) recomputes a from its inputs, then b from
 // a's clone; a chosen value read only by another chosen value's clone is fine). In-place ops that overwrite a
 // clone's input (optimizer updates of a parameter the clone reads) are made to wait for the clone by a control
 // edge. Errors, naming the value: unknown names, names given twice, a producer that is not recomputable or is a
-// source, persistent, random, side-effecting, in-place or a copy, a producer with more than one output, a
+// source, persistent, random, side-effecting, in-place or a copy, two outputs of one producer chosen, a
 // value no backward op and no other clone reads, and an input overwritten in place before the clone would run.
 // Precondition: a training graph with `#fwd`/`#bwd` categories, acyclic; a graph whose node order is not a
 // valid schedule is first put into schedule order (plan/schedule.h). Postcondition: the graph verifies and its
