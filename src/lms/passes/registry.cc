@@ -8,6 +8,7 @@
 #include "lms/passes/dce.h"
 #include "lms/passes/pass.h"
 #include "lms/passes/recompute.h"
+#include "lms/passes/swap.h"
 #include "lms/passes/tflms_serialize.h"
 #include "lms/passes/tflms_swap.h"
 #include "lms/passes/tflms_triggers.h"
@@ -40,6 +41,10 @@ const std::vector<PassInfo>& registry() {
        tflms_serialize_options(), run_tflms_serialize_pass},
       {"recompute", "clones chosen values' producers for their backward readers (docs/recompute.md)",
        recompute_options(), run_recompute_pass},
+      {"swap",
+       "swaps chosen values out after the forward pass and back in for their backward readers, prefetch started by "
+       "a trigger (docs/swap.md)",
+       swap_options(), run_swap_pass},
   };
   return passes;
 }

@@ -1,0 +1,190 @@
+// swap: checks the choices against the schedule order (before touching the graph), puts the graph into schedule
+// order if needed, builds each swap pair in value-id order, rewires the late readers and places the new nodes
+// (see swap.h).
+#include "lms/passes/swap.h"
+
+#include <algorithm>
+
+#include "lms/passes/tflms_swap.h"
+#include "lms/plan/schedule.h"
+
+namespace lms {
+
+namespace {
+
+// A chosen value, checked, with its trigger (invalid: none).
+struct Checked {
+  ValueId value;
+  NodeId trigger;
+};
+
+// Late readers: the consumers that read the swap_in instead of the value (sorted by id, as consumers are).
+std::vector<NodeId> late_readers(const Graph& g, ValueId v) {
+  std::vector<NodeId> readers;
+  for (NodeId c : g.value(v).consumers)
+    if (g.node(c).category == Category::bwd || g.node(c).category == Category::recompute) readers.push_back(c);
+  return readers;
+}
+
+// `%v.<suffix>`, or `%v.<suffix>2`, `%v.<suffix>3`, ... when taken.
+std::string free_name(const Graph& g, const std::string& v, std::string_view suffix) {
+  std::string name = fmt::format("{}.{}", v, suffix);
+  for (int k = 2; g.find_value(name); ++k) name = fmt::format("{}.{}{}", v, suffix, k);
+  return name;
+}
+
+std::string label(const Graph& g, NodeId n) { return "%" + g.value(g.first_output(n)).name; }
+
+// Checks one choice on the graph as it is (names, the value, the trigger's kind); positions come later.
+Result<Checked> check_choice(const Graph& g, const SwapChoice& c) {
+  auto v = g.find_value(c.value);
+  if (!v) return fail_at("option 'values'", "unknown value %{}", c.value);
+  const std::string where = fmt::format("%{}", c.value);
+  const NodeId p = g.value(*v).producer;
+  const OpDef& d = g.def(p);
+  if (g.is_persistent(*v)) return fail_at(where, "swap: cannot swap it: it is persistent");
+  if (g.value(*v).placement == Placement::host) return fail_at(where, "swap: cannot swap it: it is on the host");
+  if (d.traits.source) return fail_at(where, "swap: cannot swap it: its producer {} is a source", d.name);
+  if (d.traits.is_copy) return fail_at(where, "swap: cannot swap it: its producer {} is a copy", d.name);
+  if (late_readers(g, *v).empty())
+    return fail_at(where, "swap: no backward op or recompute clone reads it (nothing to swap it in for)");
+  Checked out{*v, NodeId{}};
+  if (!c.trigger.empty()) {
+    auto t = g.find_value(c.trigger);
+    if (!t) return fail_at("option 'values'", "unknown trigger %{} for %{}", c.trigger, c.value);
+    out.trigger = g.value(*t).producer;
+    if (g.def(out.trigger).traits.is_copy)
+      return fail_at(where, "swap: its trigger %{} is a copy ({})", c.trigger, g.def(out.trigger).name);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<AttrSpec> swap_options() {
+  return {{"values", AttrKind::String, Attribute{std::string()},
+           "values to swap out and back in for their late readers, comma-separated `name` or `name:trigger` "
+           "(the swap-in waits for the node making %trigger)"}};
+}
+
+Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
+  std::vector<Checked> chosen;
+  for (const SwapChoice& c : opts.swaps) {
+    Checked k = LMS_TRY(check_choice(g, c));
+    for (const Checked& other : chosen)
+      if (other.value == k.value) return fail_at("option 'values'", "%{} is named twice", c.value);
+    chosen.push_back(k);
+  }
+  // Positions in the schedule order the rewrite will start from, so that a bad trigger is reported before the
+  // graph is reordered.
+  std::vector<NodeId> order;
+  const bool ordered = check_schedule_order(g).has_value();
+  if (!ordered) order = LMS_TRY(schedule_order(g));
+  std::vector<uint32_t> pos(g.num_nodes());
+  for (uint32_t i = 0; i < pos.size(); ++i) pos[ordered ? i : order[i].v] = i;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const Checked& k = chosen[i];
+    if (!k.trigger.valid()) continue;
+    const NodeId p = g.value(k.value).producer;
+    std::vector<NodeId> readers = late_readers(g, k.value);
+    const NodeId first = *std::min_element(readers.begin(), readers.end(),
+                                           [&](NodeId a, NodeId b) { return pos[a.v] < pos[b.v]; });
+    const std::string where = fmt::format("%{}", opts.swaps[i].value);
+    const std::string& trigger = opts.swaps[i].trigger;
+    if (pos[k.trigger.v] < pos[p.v])
+      return fail_at(where, "swap: its trigger %{} comes before its producer {} in node order", trigger,
+                     label(g, p));
+    if (pos[k.trigger.v] >= pos[first.v])
+      return fail_at(where, "swap: its trigger %{} does not come before its first late reader {} in node order",
+                     trigger, label(g, first));
+  }
+  if (!ordered) {
+    g.reorder(order);
+    for (size_t i = 0; i < chosen.size(); ++i) {  // renumbered: found again by name
+      const SwapChoice& c = opts.swaps[i];
+      chosen[i].value = *g.find_value(c.value);
+      if (!c.trigger.empty()) chosen[i].trigger = g.value(*g.find_value(c.trigger)).producer;
+    }
+  }
+  std::sort(chosen.begin(), chosen.end(), [](const Checked& a, const Checked& b) { return a.value < b.value; });
+
+  // Storage overwritten in place, by whom: such a writer after the producer must also wait for the swap_out.
+  std::vector<std::pair<ValueId, NodeId>> overwritten;  // (storage root, in-place node)
+  for (NodeId n : g.node_ids()) {
+    const OpDef& d = g.def(n);
+    if (!d.traits.in_place) continue;
+    for (int a : d.aliases)
+      if (a >= 0 && a < static_cast<int>(g.node(n).inputs.size()))
+        overwritten.push_back({g.storage_root(g.node(n).inputs[a]), n});
+  }
+
+  const size_t original = g.num_nodes();
+  // Where the new nodes go in node order: swap_outs right after their producer, triggered swap_ins right after
+  // their trigger (after the swap_outs there, which one of them may read), untriggered ones right before the
+  // first late reader. Each list is in value-id order (the creation order).
+  std::vector<std::vector<NodeId>> outs_after(original), ins_after(original), ins_before(original);
+  SwapStats stats;
+  for (const Checked& k : chosen) {
+    const ValueId v = k.value;
+    const NodeId p = g.value(v).producer;
+    const TensorType type = g.value(v).type;
+    const std::string name = g.value(v).name;
+    const std::vector<NodeId> readers = late_readers(g, v);  // a copy: rewiring edits the consumer list
+    NodeId out = g.add_node(Op::swap_out, {}, std::span(&type, 1),
+                            std::vector<std::string>{free_name(g, name, "out")}, Category::swap);
+    g.set_inputs(out, {v});
+    NodeId in = g.add_node(Op::swap_in, {}, std::span(&type, 1),
+                           std::vector<std::string>{free_name(g, name, "in")}, Category::swap);
+    g.set_inputs(in, {g.first_output(out)});
+    const ValueId in_value = g.first_output(in);
+    for (NodeId c : readers)
+      for (size_t j = 0; j < g.node(c).inputs.size(); ++j)
+        if (g.node(c).inputs[j] == v) g.replace_input(c, j, in_value);
+    for (auto [root, writer] : overwritten)
+      if (root == g.storage_root(v) && writer > p) g.add_control_input(writer, out);
+    outs_after[p.v].push_back(out);
+    if (k.trigger.valid()) {
+      g.add_control_input(in, k.trigger);
+      ins_after[k.trigger.v].push_back(in);
+      stats.triggered += 1;
+    } else {
+      ins_before[readers.front().v].push_back(in);
+    }
+    stats.swapped += 1;
+    stats.redirected += static_cast<int>(readers.size());
+    stats.bytes_each_way += type.bytes();
+  }
+
+  std::vector<NodeId> new_order;
+  new_order.reserve(g.num_nodes());
+  for (uint32_t i = 0; i < original; ++i) {
+    new_order.insert(new_order.end(), ins_before[i].begin(), ins_before[i].end());
+    new_order.push_back(NodeId{i});
+    new_order.insert(new_order.end(), outs_after[i].begin(), outs_after[i].end());
+    new_order.insert(new_order.end(), ins_after[i].begin(), ins_after[i].end());
+  }
+  g.reorder(new_order);
+  auto ok = check_schedule_order(g);
+  if (!ok) return wrap("swap: internal error, the rewrite broke the schedule order", ok.error());
+  return stats;
+}
+
+Result<void> run_swap_pass(Graph& g, const Attributes& options) {
+  SwapOptions o;
+  for (std::string entry : LMS_TRY(parse_name_list(options, "values", false))) {
+    SwapChoice c;
+    size_t colon = entry.find(':');
+    c.value = entry.substr(0, colon);
+    if (colon != std::string::npos) {
+      c.trigger = entry.substr(colon + 1);
+      if (!c.trigger.empty() && c.trigger.front() == '%') c.trigger.erase(0, 1);
+      if (c.value.empty() || c.trigger.empty())
+        return fail_at("option 'values'", "has an empty value or trigger name in '{}'", entry);
+    }
+    o.swaps.push_back(std::move(c));
+  }
+  LMS_TRY(insert_swaps(g, o));
+  return {};
+}
+
+}  // namespace lms

@@ -1,0 +1,55 @@
+// The `swap` pass: swaps chosen values out to the host after the forward pass and back in for their late readers,
+// each prefetch started by a chosen trigger op (the `auto` planner's swaps; TFLMS's are tflms-swap). For each chosen
+// value %v: one swap_out (`%v.out`, category swap; `%v.out2`, ... when taken) reading %v, placed in node order right
+// after %v's producer; one swap_in (`%v.in`, or `%v.in2`, ...) reading the swap_out, which every *late reader* of %v
+// reads instead of %v. Late readers are %v's consumers in category `bwd` or `recompute` (backward ops and recompute
+// clones); every other reader (fwd, upd, swap) and the graph's return keep reading %v, so %v dies after its last
+// forward reader. With a trigger (`a:t`: the node making %t, normally named by its first output), the swap_in gets a
+// control edge from the trigger and is placed in node order right after it, so the copy starts when the trigger has
+// run; without one it is placed right before %v's first late reader (fetched just in time, synchronously). Swap-outs
+// are not synchronised: the Program's buffer-reuse waits keep %v's space until its copy is done; an in-place op
+// after the producer that overwrites %v's storage waits for the swap_out by a control edge (none in training graphs,
+// where only persistent storage is overwritten). Several swap_outs after one producer, and several swap_ins after
+// one trigger or before one reader, follow value-id order (swap_outs first). Errors, naming the value: unknown
+// names, a value given twice, a value that is persistent, on the host, made by a source or a copy, or has no late
+// reader; an unknown trigger, a trigger that is a copy, or a trigger before %v's producer or not before its first
+// late reader in node order (the producer itself may be the trigger). Precondition: acyclic, the value's producer
+// has no swap ops attached yet; a graph whose node order is not a valid schedule is first put into schedule order
+// (plan/schedule.h). Postcondition: node order is a valid schedule and the graph verifies. Undone by nothing;
+// bypass_swaps (passes/tflms_triggers.h) recovers the graph without copies.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lms/ir/attributes.h"
+#include "lms/ir/graph.h"
+#include "lms/support/error.h"
+
+namespace lms {
+
+struct SwapChoice {
+  std::string value;    // the value to swap (without '%')
+  std::string trigger;  // the node (named by its first output, without '%') whose completion starts the
+                        // swap-in; empty: none, the swap_in runs right before the first late reader
+};
+
+struct SwapOptions {
+  std::vector<SwapChoice> swaps;  // in any order; each value at most once
+};
+
+struct SwapStats {
+  int swapped = 0;            // values swapped (one swap_out and one swap_in each)
+  int triggered = 0;          // swap_ins with a trigger
+  int redirected = 0;         // late readers moved to a swap_in
+  int64_t bytes_each_way = 0;  // sum of the swapped values' bytes (copied out once and in once per step)
+};
+
+Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts);
+
+// The pass options: `values`, a comma-separated list of `name` or `name:trigger` (a leading '%' on either is
+// dropped).
+std::vector<AttrSpec> swap_options();
+Result<void> run_swap_pass(Graph& g, const Attributes& options);
+
+}  // namespace lms
