@@ -8,7 +8,9 @@
 #include "lms/autodiff/optimizer.h"
 #include "lms/models/models.h"
 #include "lms/plan/schedule.h"
+#include "lms/ir/printer.h"
 #include "lms/plan/strategy.h"
+#include "lms/sim/time_sim.h"
 
 namespace lms {
 namespace {
@@ -54,9 +56,7 @@ int64_t none_peak() {
 TEST(Strategy, ParseNames) {
   EXPECT_EQ(parse_strategy("none").value(), Strategy::none);
   EXPECT_EQ(parse_strategy("tflms").value(), Strategy::tflms);
-  auto a = parse_strategy("auto");
-  ASSERT_FALSE(a.has_value());
-  EXPECT_NE(a.error().str().find("not implemented yet"), std::string::npos) << a.error().str();
+  EXPECT_EQ(parse_strategy("auto").value(), Strategy::automatic);
   auto b = parse_strategy("magic");
   ASSERT_FALSE(b.has_value());
   EXPECT_NE(b.error().str().find("unknown strategy 'magic'"), std::string::npos) << b.error().str();
@@ -158,6 +158,77 @@ TEST(Strategy, TflmsFixedParametersSwapEvenWhenEverythingFits) {
 TEST(Strategy, NegativeBudgetsAreErrors) {
   EXPECT_FALSE(try_plan(training(), StrategyOptions{.budget_bytes = -1}).has_value());
   EXPECT_FALSE(try_plan(training(), StrategyOptions{.host_budget_bytes = -1}).has_value());
+}
+
+// auto: declines when everything fits; under budgets between the hard minimum and the no-swap peak, on every
+// device preset, fits (exact plan), is predicted no slower than tflms, and is deterministic; on a PCIe link it
+// recomputes (copies cannot hide there), and it needs a device model.
+StrategyOptions auto_options(std::string_view device, int64_t budget) {
+  StrategyOptions o;
+  o.strategy = Strategy::automatic;
+  o.budget_bytes = budget;
+  auto m = device_model(device);
+  EXPECT_TRUE(m.has_value()) << m.error().str();
+  o.device_model = *m;
+  return o;
+}
+
+TEST(Strategy, AutoDeclinesWhenEverythingFits) {
+  Plan p = plan_ok(auto_options("v100-pcie3", kUnlimitedBytes));
+  EXPECT_TRUE(p.fits);
+  EXPECT_FALSE(p.lms_needed);
+  EXPECT_TRUE(p.choices.empty());
+  EXPECT_EQ(p.swapped_tensors, 0);
+  EXPECT_EQ(p.graph.num_nodes(), training().num_nodes());
+  EXPECT_EQ(p.memory.device_arena_bytes, none_peak());
+}
+
+TEST(Strategy, AutoNeedsADeviceModel) {
+  StrategyOptions o;
+  o.strategy = Strategy::automatic;
+  o.budget_bytes = none_peak() / 2;
+  auto p = try_plan(training(), o);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_NE(p.error().str().find("needs a device model"), std::string::npos) << p.error().str();
+}
+
+TEST(Strategy, AutoFitsAndIsNoSlowerThanTflmsOnEveryPreset) {
+  const Plan none = plan_ok(StrategyOptions{});
+  const int64_t hard = none.memory.min_budget_bytes;
+  for (const DeviceModel& d : device_presets()) {
+    for (int64_t budget : {hard + (none_peak() - hard) / 3, hard + (none_peak() - hard) * 2 / 3}) {
+      SCOPED_TRACE(d.name + " budget " + std::to_string(budget));
+      Plan a = plan_ok(auto_options(d.name, budget));
+      ASSERT_TRUE(a.fits) << (a.why ? a.why->str() : "");
+      EXPECT_TRUE(a.lms_needed);
+      EXPECT_LE(a.memory.device_arena_bytes, budget);
+      ASSERT_TRUE(a.predicted_step_seconds.has_value());
+      auto again = simulate_time(a.graph, d, nullptr, &a.memory);
+      ASSERT_TRUE(again.has_value()) << again.error().str();
+      EXPECT_EQ(again->step_seconds, *a.predicted_step_seconds);
+      StrategyOptions t;
+      t.strategy = Strategy::tflms;
+      t.budget_bytes = budget;
+      Plan tf = plan_ok(t);
+      if (!tf.fits) continue;
+      auto tf_time = simulate_time(tf.graph, d, nullptr, &tf.memory);
+      ASSERT_TRUE(tf_time.has_value()) << tf_time.error().str();
+      EXPECT_LE(*a.predicted_step_seconds, tf_time->step_seconds);
+    }
+  }
+}
+
+TEST(Strategy, AutoRecomputesOnAPcieLinkAndIsDeterministic) {
+  const Plan none = plan_ok(StrategyOptions{});
+  const int64_t budget = none.memory.min_budget_bytes + (none_peak() - none.memory.min_budget_bytes) / 3;
+  Plan a = plan_ok(auto_options("v100-pcie3", budget));
+  ASSERT_TRUE(a.fits);
+  EXPECT_GT(a.recompute_flops, 0);
+  EXPECT_EQ(a.auto_source.rfind("auto", 0), 0u) << a.auto_source;  // its own plan, not tflms's
+  EXPECT_GT(count_op(a.graph, Op::swap_in) + static_cast<int>(a.choices.size()), 0);
+  Plan b = plan_ok(auto_options("v100-pcie3", budget));
+  EXPECT_EQ(print_graph(a.graph), print_graph(b.graph));
+  EXPECT_EQ(a.memory.device_arena_bytes, b.memory.device_arena_bytes);
 }
 
 }  // namespace

@@ -87,7 +87,9 @@ TEST(TrainCommand, BadOptionsAreOneLineErrors) {
 #endif
   expect_one_error_line(lms("train --model mlp --device cuda"), "device 'cuda' is not available yet", "cuda");
   expect_one_error_line(lms("train --model mlp --device tpu"), "unknown device 'tpu'", "tpu");
-  expect_one_error_line(lms("train --model mlp --strategy auto"), "not implemented yet", "auto");
+  expect_one_error_line(lms("train --model mlp --strategy auto --device-model nope"), "unknown device model 'nope'",
+                        "device model");
+  expect_one_error_line(lms("train --model mlp --strategy auto --budget 1MiB"), "below the minimum", "auto hard limit");
   expect_one_error_line(lms("train --model mlp --strategy tflms --budget 1MiB"), "below the minimum", "hard limit");
   expect_one_error_line(lms("train --model mlp --strategy tflms --budget 64MiB --tflms-params 1,2"),
                         "four integers", "tflms params");

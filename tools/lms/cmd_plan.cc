@@ -1,12 +1,17 @@
-// `lms plan (FILE | --model NAME ...) --budget SIZE [--strategy none|tflms] [--device D] [--device-model M] [--json]`: the pre-flight
-// report. Plans the training step without running it and says whether it fits the budget: the planned peak with
-// the strategy and without any, the hard minimum, parameter bytes, host bytes, bytes swapped each way, and for
-// tflms the parameters chosen (and with --verbose every parameter set the search simulated); with --device-model the
-// step time the plan predicts on that device (roofline op times, three-stream time simulation). A plan that does not
-// fit prints its report (fits: false) and exits 1 with the reason as the one error line.
+// `lms plan (FILE | --model NAME ...) --budget SIZE [--strategy none|tflms|auto] [--device D] [--device-model M]
+// [--profile P] [--plot F.svg] [--json]`: the pre-flight report. Plans the training step without running it and
+// says whether it fits the budget: the planned peak with the strategy and without any, the hard minimum,
+// parameter bytes, host bytes, bytes swapped each way, FLOPs recomputed, for tflms the parameters chosen (and
+// with --verbose every parameter set the search simulated), for auto which plan it took and the tensors that
+// cost most; with a device model (--device-model, or auto's default) the step time the plan predicts on that
+// device (roofline or profiled op times, three-stream time simulation with the plan's buffer-reuse waits) and
+// the time lost waiting for copies. A plan that does not fit prints its report (fits: false) and exits 1 with
+// the reason as the one error line.
+#include <algorithm>
 #include <memory>
 #include <optional>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -39,7 +44,7 @@ nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>&
   j["swap_out_bytes"] = p.swap_out_bytes;
   j["swap_in_bytes"] = p.swap_in_bytes;
   j["swapped_tensors"] = p.swapped_tensors;
-  j["recompute_flops"] = 0;                           // none and tflms never recompute
+  j["recompute_flops"] = p.recompute_flops;
   j["predicted_step_seconds"] = pred ? nlohmann::ordered_json(pred->sim.step_seconds) : nlohmann::ordered_json();
   if (pred) {
     j["device_model"] = pred->model.name;
@@ -55,8 +60,55 @@ nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>&
     t["rounds"] = p.tflms_rounds;
     j["tflms"] = t;
   }
+  if (p.strategy == Strategy::automatic && p.lms_needed) {
+    nlohmann::ordered_json a;
+    a["source"] = p.auto_source;
+    a["rounds"] = p.auto_rounds;
+    a["swapped"] = std::count_if(p.choices.begin(), p.choices.end(), [](const AutoChoice& c) { return c.kind == AutoChoice::Kind::swap; });
+    a["recomputed"] = std::count_if(p.choices.begin(), p.choices.end(), [](const AutoChoice& c) { return c.kind == AutoChoice::Kind::recompute; });
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const AutoChoice& c : p.choices) {
+      nlohmann::ordered_json e;
+      e["value"] = c.value;
+      e["kind"] = c.kind == AutoChoice::Kind::swap ? "swap" : "recompute";
+      e["bytes"] = c.bytes;
+      e["added_seconds"] = c.seconds;
+      e["gap_seconds"] = c.gap_seconds;
+      if (c.kind == AutoChoice::Kind::swap) e["trigger"] = c.trigger;
+      else e["chain"] = c.chain;
+      list.push_back(e);
+    }
+    a["choices"] = list;
+    j["auto"] = a;
+  }
   if (p.why) j["error"] = p.why->str();
   return j;
+}
+
+// Auto's choices: counts, then the ones that cost most (added time, then bytes; ties by position).
+void print_costliest(const Plan& p) {
+  int swaps = 0, recomputes = 0;
+  for (const AutoChoice& c : p.choices) (c.kind == AutoChoice::Kind::swap ? swaps : recomputes) += 1;
+  fmt::print("  swapped         {} tensors: {} out, {} in per step; host memory {}\n", swaps,
+             format_bytes(p.swap_out_bytes), format_bytes(p.swap_in_bytes), format_bytes(p.memory.host_arena_bytes));
+  fmt::print("  recomputed      {} tensors: {:.4g} GFLOP per step run again\n", recomputes, p.recompute_flops / 1e9);
+  std::vector<size_t> order(p.choices.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const AutoChoice &x = p.choices[a], &y = p.choices[b];
+    return x.seconds != y.seconds ? x.seconds > y.seconds : x.bytes > y.bytes;
+  });
+  constexpr size_t kShown = 5;  // the costliest few; --json lists every choice
+  fmt::print("  costliest       (estimated added time; --json lists all {})\n", p.choices.size());
+  for (size_t i = 0; i < std::min(kShown, order.size()); ++i) {
+    const AutoChoice& c = p.choices[order[i]];
+    if (c.kind == AutoChoice::Kind::swap)
+      fmt::print("    swap      %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s; prefetch after %{})\n", c.value,
+                 format_bytes(c.bytes), c.seconds, c.gap_seconds, c.trigger);
+    else
+      fmt::print("    recompute %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s{})\n", c.value, format_bytes(c.bytes),
+                 c.seconds, c.gap_seconds, c.chain.empty() ? "" : fmt::format("; with %{}", fmt::join(c.chain, ", %")));
+  }
 }
 
 void print_plan(const std::string& graph, const Plan& p, const std::optional<Prediction>& pred) {
@@ -71,8 +123,12 @@ void print_plan(const std::string& graph, const Plan& p, const std::optional<Pre
                format_bytes(p.swap_out_bytes), format_bytes(p.swap_in_bytes), format_bytes(p.memory.host_arena_bytes));
     fmt::print("  tflms           {}; simulated peak {}; {} parameter sets simulated over {} levels\n",
                describe_tflms(*p.tflms), format_bytes(p.sim_peak_bytes), p.trials.size(), p.levels);
-  } else if (p.fits && p.strategy != Strategy::none) {
+  } else if (p.fits && p.strategy != Strategy::none && !p.lms_needed) {
     fmt::print("  LMS not needed: everything fits without swapping\n");
+  }
+  if (p.strategy == Strategy::automatic && p.lms_needed) {
+    fmt::print("  auto            took {}\n", p.auto_source);
+    if (!p.choices.empty()) print_costliest(p);
   }
   if (pred) {
     const auto compute = static_cast<int>(StreamId::compute);
@@ -93,15 +149,18 @@ Result<void> write_plot(const PlanArgs& a, const Graph& training, const Strategy
                         std::move(color));
   };
   std::vector<MemoryCurve> curves;
-  if (plan.strategy != Strategy::none) {
-    StrategyOptions none = opts;
-    none.strategy = Strategy::none;
-    none.on_trial = nullptr;
-    Plan none_plan = LMS_TRY(try_plan(training, none));
+  auto other = [&](Strategy s, const char* color) -> Result<void> {
+    StrategyOptions o = opts;
+    o.strategy = s;
+    o.on_trial = nullptr;
+    Plan p = LMS_TRY(try_plan(training, o));
     std::vector<double> start;
-    if (pred) start = LMS_TRY(simulate_time(none_plan.graph, pred->model, measured, &none_plan.memory)).start;
-    curves.push_back(curve(none_plan, std::move(start), "#888888"));
-  }
+    if (pred) start = LMS_TRY(simulate_time(p.graph, pred->model, measured, &p.memory)).start;
+    curves.push_back(curve(p, std::move(start), color));
+    return {};
+  };
+  if (plan.strategy != Strategy::none) LMS_TRY_VOID(other(Strategy::none, "#888888"));
+  if (plan.strategy == Strategy::automatic && plan.lms_needed) LMS_TRY_VOID(other(Strategy::tflms, "#d08020"));
   curves.push_back(curve(plan, pred ? pred->sim.start : std::vector<double>{}, "#1f5fbf"));
   const std::string title = fmt::format("'{}': device memory over one training step{}", training.name(),
                                         pred ? fmt::format(" (time on {})", pred->model.name) : std::string());
@@ -114,19 +173,9 @@ int run(const PlanArgs& a) {
   std::unique_ptr<Backend> backend;
   auto opts = planning_options(a, backend);
   if (!opts) return report(opts.error());
-  std::optional<DeviceModel> model;
-  if (!a.device_model.empty()) {
-    auto m = device_model(a.device_model);
-    if (!m) return report(m.error());
-    model = std::move(*m);
-  }
+  const std::optional<DeviceModel>& model = opts->device_model;
   std::optional<MeasuredTimes> measured;
-  if (!a.profile.empty()) {
-    if (!model) return report(Error{"--profile needs --device-model (for the nodes the profile does not name)", {}});
-    auto t = read_profile(a.profile);
-    if (!t) return report(t.error());
-    measured = std::move(*t);
-  }
+  if (!opts->measured.empty()) measured = opts->measured;
   auto plan = try_plan(*g, *opts);
   if (!plan) return report(plan.error());
   std::optional<Prediction> pred;
@@ -156,7 +205,7 @@ void add_plan_command(CLI::App& root, int& exit_code) {
   CLI::App* sub = root.add_subcommand(
       "plan", "Plan a training step under a budget without running it: does it fit, peak with and without LMS.");
   add_plan_options(sub, *a, /*with_file=*/true);
-  add_device_model_option(sub, *a);
+  add_plot_option(sub, *a);
   sub->callback([a, &exit_code] { exit_code = run(*a); });
 }
 

@@ -72,12 +72,14 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   TrainOptions o;
   if (c.device.empty()) return fail("--device must name a device (reference, cpu, cuda)");
   o.device = c.device;
-  StrategyOptions planning = LMS_TRY(resolve(c.planning));
+  StrategyOptions planning = LMS_TRY(resolve(c.planning, default_device_model(c.device)));
   o.budget_bytes = planning.budget_bytes;
   o.host_budget_bytes = planning.host_budget_bytes;
   o.strategy = planning.strategy;
   o.tflms = planning.tflms_fixed;
   o.on_trial = planning.on_trial;
+  o.device_model = planning.device_model;
+  o.measured = planning.measured;
   if (c.steps_opt->count() > 0) o.steps = c.steps;
   if (c.epochs_opt->count() > 0) o.epochs = c.epochs;
   auto kind = parse_optimizer(c.optimizer);
@@ -118,6 +120,8 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
   j["peak_bytes_none"] = r.peak_bytes_none;
   j["lms_needed"] = r.lms_needed;
   j["swapped_tensors"] = r.swapped_tensors;
+  j["recomputed_tensors"] = r.recomputed_tensors;
+  j["recompute_flops"] = r.recompute_flops;
   if (r.tflms) j["tflms"] = tflms_json(*r.tflms);
   j["interrupted"] = r.interrupted;
   return j;
@@ -141,6 +145,12 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
       fmt::print("  plan           {}: {}; {} tensors swapped, {} out and {} in per step\n", c.planning.strategy,
                  none, r.swapped_tensors, format_bytes(r.swap_out_bytes), format_bytes(r.swap_in_bytes));
     fmt::print("  tflms          {}\n", describe_tflms(*r.tflms));
+    if (!r.auto_source.empty()) fmt::print("  auto           took {}\n", r.auto_source);
+  } else if (!r.auto_source.empty()) {
+    fmt::print("  plan           auto: peak without LMS {} does not fit the budget; took {}; {} tensors swapped "
+               "({} each way per step), {} recomputed ({:.3g} GFLOP per step)\n",
+               format_bytes(r.peak_bytes_none), r.auto_source, r.swapped_tensors, format_bytes(r.swap_out_bytes),
+               r.recomputed_tensors, r.recompute_flops / 1e9);
   } else if (c.planning.strategy != "none") {
     fmt::print("  plan           {}: LMS not needed (peak without LMS {} fits)\n", c.planning.strategy,
                format_bytes(r.peak_bytes_none));

@@ -16,14 +16,10 @@ void add_plan_options(CLI::App* app, PlanArgs& a, bool with_file) {
   app->add_flag("--json", a.json, "Print one JSON object instead of text");
 }
 
-void add_device_model_option(CLI::App* app, PlanArgs& a) {
-  app->add_option("--device-model", a.device_model,
-                  "Predict the step time on this device model: v100-nvlink2, v100-pcie3, a100-pcie4, h100-pcie5, "
-                  "h200-pcie5, gh200-c2c, cpu-here (docs/devices.md)");
-  app->add_option("--profile", a.profile,
-                  "With --device-model: node times measured by `lms profile` replace the roofline where they apply");
+void add_plot_option(CLI::App* app, PlanArgs& a) {
   app->add_option("--plot", a.plot,
-                  "Write an SVG of device memory over one step: this plan, strategy none's, the budget, the swaps");
+                  "Write an SVG of device memory over one step: this plan, strategy none's (and tflms's for auto), "
+                  "the budget, the swaps and recomputations");
 }
 
 Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model) {
@@ -34,7 +30,7 @@ Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model) {
 }
 
 Result<StrategyOptions> planning_options(const PlanArgs& a, std::unique_ptr<Backend>& backend) {
-  StrategyOptions o = LMS_TRY(resolve(a.strategy));
+  StrategyOptions o = LMS_TRY(resolve(a.strategy, default_device_model(a.device)));
   if (!a.device.empty()) {
     backend = LMS_TRY(make_backend(a.device, BackendOptions{}));
     o.workspace_bytes = workspaces_of(*backend);

@@ -27,19 +27,14 @@ struct PlanArgs {
   TrainArgs train;
   StrategyArgs strategy;
   std::string device;  // --device: include this backend's kernel workspaces (empty: none)
-  std::string device_model;  // --device-model: predict the step time on this device model (empty: none)
-  std::string profile;       // --profile: measured node times (lms profile) that override the roofline
   std::string plot;          // --plot FILE.svg: device memory over the step, this plan and strategy none's
   bool json = false;
 };
 
 // Adds FILE, the model options, --train, the strategy options (--budget required), --device and --json.
 void add_plan_options(CLI::App* app, PlanArgs& args, bool with_file);
-// Adds --device-model, --profile and --plot (lms plan).
-void add_device_model_option(CLI::App* app, PlanArgs& args);
-
-// The node times of a profile `lms profile` wrote. Errors: unreadable, not a profile, a bad entry.
-Result<MeasuredTimes> read_profile(const std::string& path);
+// Adds --plot (lms plan).
+void add_plot_option(CLI::App* app, PlanArgs& args);
 
 // The graph to plan: FILE as given (a training graph, or a forward graph with --train), or --model's forward
 // graph made a training graph with --train (default momentum).

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "common.h"
+#include "lms/sim/device_model.h"
 #include "lms/support/size.h"
 
 namespace lms::cli {
@@ -13,10 +14,19 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
                                                            std::string(budget_required ? "" : " (default: unlimited)"));
   if (budget_required) budget->required();
   app->add_option("--host-budget", a.host_budget, "Host memory for swapped tensors (default: unlimited)");
-  app->add_option("--strategy", a.strategy, "Memory strategy: none or tflms (auto: not yet)")->capture_default_str();
+  app->add_option("--strategy", a.strategy,
+                  "Memory strategy: none (keep everything), tflms (TFLMS's swapping), auto (swap and recompute for "
+                  "the predicted step time on --device-model)")
+      ->capture_default_str();
   app->add_option("--tflms-params", a.tflms_params,
                   "tflms: use T,A,G,S (swapout_threshold, swapin_ahead, swapin_groupby, sync_mode) instead of "
                   "searching");
+  app->add_option("--device-model", a.device_model,
+                  "The device auto plans for, and step times are predicted on: v100-nvlink2, v100-pcie3, "
+                  "a100-pcie4, h100-pcie5, h200-pcie5, gh200-c2c, cpu-here (docs/devices.md; auto's default: "
+                  "cpu-here for --device cpu/reference, else h200-pcie5)");
+  app->add_option("--profile", a.profile,
+                  "Node times measured by `lms profile` that replace the device model's roofline where they apply");
   app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, and every size maxbatch/maxres probes (on stderr)");
 }
 
@@ -39,7 +49,11 @@ Result<TflmsParams> parse_tflms_params(const std::string& text) {
   return params;
 }
 
-Result<StrategyOptions> resolve(const StrategyArgs& a) {
+std::string_view default_device_model(std::string_view device) {
+  return device == "cpu" || device == "reference" ? "cpu-here" : "h200-pcie5";
+}
+
+Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_model) {
   StrategyOptions o;
   if (!a.budget.empty()) {
     auto b = parse_size(a.budget);
@@ -57,6 +71,16 @@ Result<StrategyOptions> resolve(const StrategyArgs& a) {
     o.tflms_fixed = LMS_TRY(parse_tflms_params(a.tflms_params));
   }
   if (a.verbose) o.on_trial = print_trial;
+  if (!a.device_model.empty()) {
+    auto m = device_model(a.device_model);
+    if (!m) return wrap("--device-model", m.error());
+    o.device_model = std::move(*m);
+  }
+  else if (o.strategy == Strategy::automatic) o.device_model = LMS_TRY(device_model(default_model));
+  if (!a.profile.empty()) {
+    if (!o.device_model) return fail("--profile needs --device-model (for the nodes the profile does not name)");
+    o.measured = LMS_TRY(read_profile(a.profile));
+  }
   return o;
 }
 

@@ -10,6 +10,7 @@
 
 #include "lms/analysis/tflms_swaps.h"
 #include "lms/plan/strategy.h"
+#include "lms/sim/cost_model.h"
 #include "lms/support/error.h"
 
 namespace lms::cli {
@@ -20,13 +21,24 @@ struct StrategyArgs {
   std::string strategy = "none";
   std::string tflms_params;   // --tflms-params T,A,G,S (empty: search)
   bool verbose = false;       // --verbose: every parameter set the tflms search tries
+  std::string device_model;   // --device-model NAME: the device auto plans for and times are predicted on
+  std::string profile;        // --profile FILE: measured node times (lms profile) overriding the roofline
 };
 
-// Adds --budget (required when `budget_required`), --host-budget, --strategy, --tflms-params, --verbose.
+// Adds --budget (required when `budget_required`), --host-budget, --strategy, --tflms-params, --verbose,
+// --device-model, --profile.
 void add_strategy_options(CLI::App* app, StrategyArgs& args, bool budget_required);
 
-// The options the flags ask for (workspaces and the trial callback are the caller's). Errors name the flag.
-Result<StrategyOptions> resolve(const StrategyArgs& args);
+// The options the flags ask for (workspaces are the caller's). The device model is --device-model's, or for
+// strategy auto without one `default_device_model` (the caller's choice for its device). Errors name the flag.
+Result<StrategyOptions> resolve(const StrategyArgs& args, std::string_view default_device_model);
+
+// The device model auto plans for when --device-model is not given: cpu-here for the cpu and reference
+// backends (measured here), h200-pcie5 for cuda and for plans made without a backend.
+std::string_view default_device_model(std::string_view device);
+
+// The node times of a profile `lms profile` wrote. Errors: unreadable, not a profile, a bad entry.
+Result<MeasuredTimes> read_profile(const std::string& path);
 
 // "T,A,G,S" -> parameters (ranges are checked by decide_tflms_swaps). Errors name --tflms-params.
 Result<TflmsParams> parse_tflms_params(const std::string& text);

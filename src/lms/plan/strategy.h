@@ -2,6 +2,9 @@
 // "Strategies"). A Plan is a scheduled graph (rewritten with swaps when the strategy swaps) and its exact memory
 // plan, plus what the strategy decided and predicted, for reports.
 //   - none: the graph as built, in schedule order (plan/schedule.h); fits or does not.
+//   - auto: ours (plan/auto/auto_planner.h): per-tensor keep / swap / recompute for the predicted step time on
+//     a device model. It also makes the tflms plan and takes it when that is predicted faster (or when its
+//     own does not fit), so auto is never behind tflms by its own measure; `Plan::auto_source` says which.
 //   - tflms: TFLMS exactly (shared/TFLMS.md): when the none plan does not fit, the auto-tuning search
 //     (plan/tflms_search.h) picks T, A, G and the sync mode on the memory simulator; the tflms-swap and
 //     tflms-triggers rewrites build those decisions; the result is scheduled in level order (the order the
@@ -20,6 +23,7 @@
 
 #include "lms/analysis/tflms_swaps.h"
 #include "lms/ir/graph.h"
+#include "lms/plan/auto/auto_planner.h"
 #include "lms/plan/memory_planner.h"
 #include "lms/plan/tflms_search.h"
 #include "lms/support/error.h"
@@ -29,7 +33,7 @@ namespace lms {
 
 enum class Strategy : uint8_t { none, tflms, automatic };
 std::string_view strategy_name(Strategy s);  // "none", "tflms", "auto"
-// Errors list the strategies; `auto` is recognised but not implemented yet (an error saying so).
+// Errors list the strategies.
 Result<Strategy> parse_strategy(std::string_view name);
 
 // Scratch bytes per node of a scheduled graph (empty vector: none).
@@ -47,6 +51,9 @@ struct StrategyOptions {
                                                 // and swap what they say even when everything would fit
   double tflms_ratio = 1.0;                     // simulator budget fraction to start from (TFLMS.md: ours 1.0)
   std::function<void(const TflmsTrial&)> on_trial = {};  // every parameter set the search simulates (--verbose)
+  // auto:
+  std::optional<DeviceModel> device_model = {};  // the device auto plans for (required by auto)
+  MeasuredTimes measured = {};                   // measured node times (lms profile) overriding the roofline
 };
 
 struct Plan {
@@ -66,6 +73,12 @@ struct Plan {
   int64_t swap_out_bytes = 0;      // bytes copied device -> host per step
   int64_t swap_in_bytes = 0;       // bytes copied host -> device per step
   int64_t swapped_tensors = 0;
+  std::vector<AutoChoice> choices;  // auto: the values swapped and recomputed (empty when it took tflms's plan)
+  double recompute_flops = 0;      // FLOPs of the ops run again per step (auto)
+  std::optional<double> predicted_step_seconds;  // auto: predicted on its device model (with its plan's waits)
+  std::string auto_source;         // auto: "auto" (its own plan) or "tflms" (tflms's plan, predicted faster or
+                                   // the only one that fits), with the two predictions
+  int auto_rounds = 0;             // auto: exact plans its planner made
   std::optional<Error> why;        // when !fits: why not, with the numbers
 };
 

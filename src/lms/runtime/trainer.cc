@@ -78,6 +78,8 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   planning.workspace_bytes = workspaces_of(*backend);
   planning.tflms_fixed = opts.tflms;
   planning.on_trial = opts.on_trial;
+  planning.device_model = opts.device_model;
+  planning.measured = opts.measured;
   Plan plan = LMS_TRY(make_plan(training, planning));
   TrainReport rep;
   rep.peak_bytes_none = plan.peak_bytes_none;
@@ -86,6 +88,9 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   rep.swap_out_bytes = plan.swap_out_bytes;
   rep.swap_in_bytes = plan.swap_in_bytes;
   rep.swapped_tensors = plan.swapped_tensors;
+  for (const AutoChoice& c : plan.choices) rep.recomputed_tensors += c.kind == AutoChoice::Kind::recompute;
+  rep.recompute_flops = plan.recompute_flops;
+  rep.auto_source = plan.auto_source;
   Program program = LMS_TRY(build_program(std::move(plan.graph), std::move(plan.memory)));
   const Graph& g = program.graph();
   ValueId x = LMS_TRY(named_input(g, kInputName));

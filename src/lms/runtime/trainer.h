@@ -30,6 +30,8 @@ struct TrainOptions {
   Strategy strategy = Strategy::none;        // how the plan fits the budget (plan/strategy.h)
   std::optional<TflmsParams> tflms;          // tflms: use these parameters instead of searching
   std::function<void(const TflmsTrial&)> on_trial;  // tflms: every parameter set the search simulates
+  std::optional<DeviceModel> device_model;   // auto: the device it plans for (required by auto)
+  MeasuredTimes measured;                    // auto: measured node times overriding the roofline
   TrainingOptions training;                  // optimizer and batch-norm statistics
   std::optional<int64_t> steps;              // run exactly this many steps, or
   std::optional<int64_t> epochs;             // this many passes over the train split (neither: one epoch)
@@ -80,6 +82,9 @@ struct TrainReport {
   int64_t swap_out_bytes = 0;              // per step, device -> host
   int64_t swap_in_bytes = 0;               // per step, host -> device
   int64_t swapped_tensors = 0;
+  int64_t recomputed_tensors = 0;   // auto: values recomputed for their backward readers
+  double recompute_flops = 0;       // auto: FLOPs run again per step
+  std::string auto_source;          // auto: which plan it took (strategy.h Plan::auto_source)
   double step_seconds_median = 0;
   double samples_per_second = 0;           // batch * steps / the sum of step times
   std::optional<double> test_accuracy;     // with `evaluate`

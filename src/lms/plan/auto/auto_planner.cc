@@ -1,0 +1,450 @@
+// The auto planner (see auto_planner.h; docs/planner.md "The auto strategy").
+//
+// Note [Auto estimate]
+// The greedy works on the graph as scheduled, before any rewrite, with two estimates it keeps up to date:
+//   - live[p], the device bytes live at each position (liveness with workspaces). Swapping a value frees it
+//     over (e, k]: from after its last forward reader e to its prefetch's trigger k. Recomputing it frees it
+//     over (e, f): up to its first backward reader f, right before which the clone runs.
+//   - the added time of each choice: a recomputation adds the run time of the ops it clones; a swap adds the
+//     growth of the copy queues' lateness, or the part of its prefetch that cannot hide in its gap, whichever
+//     is larger. The bytes a swap frees at the peak p* must be on the host by then, and come back after it:
+//     each swap-out runs between its producer's end and start(p*), each prefetch between start(p*) and its
+//     first reader's start, one copy at a time per direction. Earliest deadline first is the best order for
+//     such a queue, and its lateness is the largest excess, over any deadline, of the copy time due by then
+//     over the time available: copies that each hide alone still stall once a link is saturated.
+// Each step takes the highest position p* of live[] and, among the moves that free bytes at p*, the one with
+// the most bytes freed per second added: swap or recompute a kept value (whichever adds less time), or delay
+// a chosen prefetch's trigger to p* (less prefetch, more stall: what lets tight budgets fit). It stops when
+// live[] fits the target. The estimate ignores fragmentation and the time the copies and clones shift the
+// schedule; the exact plan and the time simulation of the rewritten graph are the judges (plan_auto retries
+// with a lower target when the exact plan does not fit).
+//
+// Note [Auto portfolio]
+// A greedy at the peak can paint itself into a corner: recomputations chosen early make clones that are live
+// together late in the backward pass, where nothing is left to free. Rather than a search with undo, plan_auto
+// runs three deterministic greedies -- both moves, swaps only, recomputations only -- each with its retries,
+// and keeps the fastest exact plan that fits by the time simulation. Each costs one estimate and a few exact
+// plans, so the three together stay well under a second on our largest models (docs/results.md).
+#include "lms/plan/auto/auto_planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lms/ir/verifier.h"
+#include "lms/passes/recompute.h"
+#include "lms/passes/swap.h"
+#include "lms/plan/liveness.h"
+#include "lms/plan/schedule.h"
+#include "lms/runtime/program.h"
+
+namespace lms {
+
+namespace {
+
+enum class State : uint8_t { keep, swap, recompute };
+
+// Which moves a greedy run may make. Each run is a deterministic greedy; plan_auto runs all three and keeps
+// the fastest plan that fits (Note [Auto portfolio]).
+enum class Mix : uint8_t { both, swap_only, recompute_only };
+
+struct Candidate {
+  ValueId value;
+  NodeId producer;
+  int64_t bytes = 0;
+  int fwd_end = 0;    // e: the producer's or the last non-backward reader's position
+  int bwd_first = 0;  // f: the first backward reader's position
+  double copy_out = 0, copy_in = 0;  // seconds
+  double gap = 0;                    // start(f) - end(e), seconds
+  int trigger = 0;                   // k in [e, f): the prefetch's trigger by its copy duration
+  bool recomputable = false;
+  std::vector<ValueId> chain;        // values cloned for it, earliest first, ending with `value`
+  double recompute_seconds = 0;
+  State state = State::keep;
+  double seconds = 0;                // the added time estimated when chosen
+};
+
+bool cloneable(const Graph& g, NodeId n) {
+  const Traits& t = g.def(n).traits;
+  return t.recomputable && !t.source && !t.persistent && !t.random && !t.side_effecting && !t.in_place &&
+         !t.is_copy;
+}
+
+bool late(const Graph& g, NodeId reader) {
+  const Category c = g.node(reader).category;
+  return c == Category::bwd || c == Category::recompute;
+}
+
+// The largest position k in [lo, hi) whose end is <= t (ends are non-decreasing on the compute stream), or lo.
+int latest_ending_by(const std::vector<double>& end, int lo, int hi, double t) {
+  auto first = end.begin() + lo, last = end.begin() + hi;
+  auto it = std::upper_bound(first, last, t);  // first end > t
+  return it == first ? lo : static_cast<int>(it - end.begin()) - 1;
+}
+
+struct Timeline {
+  std::vector<double> seconds, start, end;
+  double step = 0;
+};
+
+Result<Timeline> timeline(const Graph& g, const AutoOptions& o) {
+  Timeline t;
+  t.seconds = op_times(g, o.device, o.measured.empty() ? nullptr : &o.measured);
+  TimeSimResult r = LMS_TRY(simulate_time(g, t.seconds));
+  t.start = std::move(r.start);
+  t.end = std::move(r.end);
+  t.step = r.step_seconds;
+  return t;
+}
+
+double copy_seconds(int64_t bytes, double rate, const DeviceModel& d) {
+  return d.copy_latency_s + static_cast<double>(bytes) / rate;
+}
+
+// Last position at which `v` is read (its producer's if nobody reads it); the end for graph outputs.
+int last_use(const Graph& g, ValueId v) {
+  const auto& outs = g.outputs();
+  if (std::find(outs.begin(), outs.end(), v) != outs.end()) return static_cast<int>(g.num_nodes());
+  const auto& cs = g.value(v).consumers;
+  return static_cast<int>(cs.empty() ? g.value(v).producer.v : cs.back().v);
+}
+
+// The forward activations a backward op reads, with their gaps, copy times, triggers and recompute chains.
+std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const AutoOptions& o) {
+  std::vector<int> aliased(g.num_values(), 0);  // values whose storage another value shares
+  for (size_t i = 0; i < g.num_values(); ++i) {
+    ValueId v{static_cast<uint32_t>(i)};
+    if (g.storage_root(v) != v) ++aliased[g.storage_root(v).v], ++aliased[i];
+  }
+  std::vector<Candidate> out;
+  for (NodeId n : g.node_ids()) {
+    const OpDef& d = g.def(n);
+    if (g.node(n).category != Category::fwd || d.traits.source || d.traits.is_copy || d.traits.in_place) continue;
+    for (ValueId v : g.node(n).outputs) {
+      const Value& val = g.value(v);
+      if (aliased[v.v] || val.placement != Placement::device || g.is_persistent(v) || val.type.bytes() == 0) continue;
+      if (last_use(g, v) == static_cast<int>(g.num_nodes())) continue;  // a graph output stays
+      Candidate c;
+      c.value = v;
+      c.producer = n;
+      c.bytes = val.type.bytes();
+      c.fwd_end = static_cast<int>(n.v);
+      c.bwd_first = INT32_MAX;
+      for (NodeId r : val.consumers) {
+        if (late(g, r)) c.bwd_first = std::min(c.bwd_first, static_cast<int>(r.v));
+        else c.fwd_end = std::max(c.fwd_end, static_cast<int>(r.v));
+      }
+      if (c.bwd_first == INT32_MAX || c.bwd_first <= c.fwd_end + 1) continue;  // no gap to free
+      c.copy_out = copy_seconds(c.bytes, o.device.d2h_bytes_per_s, o.device);
+      c.copy_in = copy_seconds(c.bytes, o.device.h2d_bytes_per_s, o.device);
+      c.gap = tl.start[c.bwd_first] - tl.end[c.fwd_end];
+      c.trigger = latest_ending_by(tl.end, c.fwd_end, c.bwd_first,
+                                   tl.start[c.bwd_first] - c.copy_in * (1 + o.prefetch_margin));
+      out.push_back(std::move(c));
+    }
+  }
+  // Recompute chains: the value's producer, and (recursively) the producers of its inputs that are no longer
+  // resident at its first backward reader, provided they are cloneable, are read by no backward op themselves
+  // (not candidates), and the chain stays within max_chain ops.
+  std::vector<int> candidate_of(g.num_values(), -1);
+  for (size_t i = 0; i < out.size(); ++i) candidate_of[out[i].value.v] = static_cast<int>(i);
+  for (Candidate& c : out) {
+    if (!cloneable(g, c.producer)) continue;
+    std::vector<ValueId> chain{c.value};
+    bool ok = true;
+    for (size_t i = 0; i < chain.size() && ok; ++i)
+      for (ValueId in : g.node(g.value(chain[i]).producer).inputs) {
+        const NodeId p = g.value(in).producer;
+        if (g.is_persistent(in) || g.def(p).traits.source || last_use(g, in) >= c.bwd_first) continue;  // resident
+        if (std::find(chain.begin(), chain.end(), in) != chain.end()) continue;
+        if (candidate_of[in.v] >= 0 || !cloneable(g, p) || static_cast<int>(chain.size()) >= o.max_chain) {
+          ok = false;
+          break;
+        }
+        chain.push_back(in);
+      }
+    if (!ok) continue;
+    std::sort(chain.begin(), chain.end(), [&](ValueId a, ValueId b) {
+      return g.value(a).producer < g.value(b).producer;
+    });
+    // One output per producer (recompute's rule).
+    for (size_t i = 1; i < chain.size(); ++i)
+      if (g.value(chain[i]).producer == g.value(chain[i - 1]).producer) ok = false;
+    if (!ok) continue;
+    c.recomputable = true;
+    for (ValueId v : chain) c.recompute_seconds += tl.seconds[g.value(v).producer.v];
+    c.chain = std::move(chain);
+  }
+  return out;
+}
+
+struct Greedy {
+  const Graph& g;
+  const Timeline& tl;
+  const AutoOptions& o;
+  std::vector<Candidate>& cands;
+  std::vector<int64_t> live;
+  int64_t host_bytes = 0;
+  int64_t target = 0;                // of the current run
+  Mix mix = Mix::both;
+  std::vector<int> swapped;          // chosen swaps (indices into cands)
+  std::vector<int> producer_recomputed;  // by NodeId: clones chosen of this producer (recompute: one output)
+  std::vector<int> candidate_of;         // by ValueId: index into cands, or -1
+  std::vector<int> first_clone;          // by ValueId: the earliest chosen clone reading it (INT32_MAX: none)
+
+  double unhidden(const Candidate& c, int trigger) const {
+    return std::max(0.0, c.copy_in * (1 + o.prefetch_margin) - (tl.start[c.bwd_first] - tl.end[trigger]));
+  }
+  // The copy queues' lateness with the chosen swaps and `extra` (-1: none), when the bytes they free must be
+  // free at time t0 (the peak's): every swap-out, from its producer's end, must be done by t0, and every
+  // prefetch, after t0, by its first reader's start. One stream each way, earliest deadline first: the
+  // lateness is the largest excess of the copy time due by a deadline over the time available for it
+  // (Note [Auto estimate]).
+  double queue_lateness(int extra, double t0) const {
+    std::vector<std::pair<double, double>> in, out;  // (deadline, seconds), (release, seconds)
+    auto add_one = [&](const Candidate& c) {
+      in.push_back({tl.start[c.bwd_first], c.copy_in * (1 + o.prefetch_margin)});
+      out.push_back({tl.end[c.producer.v], c.copy_out});
+    };
+    for (int i : swapped) add_one(cands[i]);
+    if (extra >= 0) add_one(cands[extra]);
+    std::sort(in.begin(), in.end());
+    std::sort(out.begin(), out.end(), std::greater<>());
+    double late_in = 0, late_out = 0, due = 0;
+    for (auto [deadline, secs] : in) late_in = std::max(late_in, (due += secs) - (deadline - t0));
+    due = 0;
+    for (auto [release, secs] : out) late_out = std::max(late_out, (due += secs) - (t0 - release));
+    return late_in + late_out;
+  }
+  double swap_cost(int i, double t0, double now) const {
+    return std::max(unhidden(cands[i], cands[i].trigger), queue_lateness(i, t0) - now);
+  }
+  void add(int lo, int hi, int64_t bytes) {  // positions [lo, hi]
+    for (int p = std::max(lo, 0); p <= hi && p < static_cast<int>(live.size()); ++p) live[p] += bytes;
+  }
+  // A clone reads its chain's leaf inputs (the inputs it does not clone) at its place: a leaf that is swapped
+  // must be back by then, one that is recomputed must be recomputed by then (recompute chains it).
+  int swap_trigger(const Candidate& c) const {
+    return std::max(c.fwd_end, std::min(c.trigger, first_clone[c.value.v] - 1));
+  }
+  // Bytes of the chain's other clones (and of several-output clones' other outputs), live while the value is
+  // recomputed: a recomputation must not make a new peak there.
+  int64_t transient(const Candidate& c) const {
+    int64_t bytes = 0;
+    for (ValueId v : c.chain)
+      for (ValueId out : g.node(g.value(v).producer).outputs)
+        if (out != c.value) bytes += g.value(out).type.bytes();
+    return bytes;
+  }
+  int recompute_at(const Candidate& c) const { return std::min(c.bwd_first, first_clone[c.value.v]); }
+  void clone_reads(ValueId leaf, int at) {
+    first_clone[leaf.v] = std::min(first_clone[leaf.v], at);
+    const int j = candidate_of[leaf.v];
+    if (j < 0) return;
+    Candidate& w = cands[j];
+    if (w.state == State::swap && swap_trigger(w) < w.trigger) {
+      add(swap_trigger(w) + 1, w.trigger, w.bytes);
+      w.trigger = swap_trigger(w);
+    } else if (w.state == State::recompute && recompute_at(w) < w.bwd_first) {
+      add(recompute_at(w), w.bwd_first - 1, w.bytes);
+      w.bwd_first = recompute_at(w);
+    }
+  }
+
+  // Runs until live[] <= target or no move frees bytes at the peak; true when it reached the target.
+  bool run(int64_t target) {
+    this->target = target;
+    const double eps = 1e-9 + 1e-6 * tl.step;
+    while (true) {
+      const int peak = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
+      if (live[peak] <= target) return true;
+      const double t0 = tl.start[peak];
+      const double now = queue_lateness(-1, t0);
+      int best = -1;
+      State best_state = State::keep;
+      double best_score = -1, best_cost = 0;
+      bool best_tighten = false;
+      for (size_t i = 0; i < cands.size(); ++i) {
+        Candidate& c = cands[i];
+        auto consider = [&](State s, double cost, int64_t freed, bool tighten) {
+          const double score = static_cast<double>(freed) / (std::max(cost, 0.0) + eps);
+          if (score > best_score) {
+            best = static_cast<int>(i), best_state = s, best_score = score, best_cost = cost, best_tighten = tighten;
+          }
+        };
+        if (c.state == State::keep) {
+          const bool swap_frees = peak > c.fwd_end && peak <= swap_trigger(c);
+          const bool recompute_frees = peak > c.fwd_end && peak < recompute_at(c);
+          if (swap_frees && mix != Mix::recompute_only && host_bytes + c.bytes <= o.host_budget_bytes)
+            consider(State::swap, swap_cost(static_cast<int>(i), t0, now), c.bytes, false);
+          if (recompute_frees && mix != Mix::swap_only && c.recomputable &&
+              live[recompute_at(c)] + transient(c) <= target) {
+            bool free_producers = true;
+            for (ValueId v : c.chain) free_producers = free_producers && !producer_recomputed[g.value(v).producer.v];
+            if (free_producers) consider(State::recompute, c.recompute_seconds, c.bytes, false);
+          }
+        } else if (c.state == State::swap && peak > c.trigger && peak < c.bwd_first) {
+          consider(State::swap, unhidden(c, peak) - unhidden(c, c.trigger), c.bytes, true);  // delay the prefetch
+        }
+      }
+      if (best < 0) return false;
+      Candidate& c = cands[best];
+      if (best_tighten) {
+        add(c.trigger + 1, peak, -c.bytes);
+        c.seconds += best_cost;
+        c.trigger = peak;
+        continue;
+      }
+      c.state = best_state;
+      c.seconds = best_cost;
+      if (best_state == State::swap) {
+        c.trigger = swap_trigger(c);
+        add(c.fwd_end + 1, c.trigger, -c.bytes);
+        swapped.push_back(best);
+        host_bytes += c.bytes;
+      } else {
+        c.bwd_first = recompute_at(c);
+        add(c.fwd_end + 1, c.bwd_first - 1, -c.bytes);
+        add(c.bwd_first, c.bwd_first, transient(c));
+        for (ValueId v : c.chain) producer_recomputed[g.value(v).producer.v] = 1;
+        for (ValueId v : c.chain)
+          for (ValueId in : g.node(g.value(v).producer).inputs)
+            if (std::find(c.chain.begin(), c.chain.end(), in) == c.chain.end()) clone_reads(in, c.bwd_first);
+      }
+    }
+  }
+};
+
+// The recompute pass for the chosen recomputations, then the swap pass for the chosen swaps, each prefetch
+// triggered by the op the greedy chose (by copy duration, or delayed), kept between the value's last
+// non-backward reader and its first backward reader in the rewritten graph (a clone reading a swapped value
+// is a backward reader too). Returns the rewritten graph; fills the choices' triggers and the clones' FLOPs.
+Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands, std::vector<AutoChoice>& choices,
+                    double& flops) {
+  Graph g = scheduled;
+  RecomputeOptions ro;
+  for (const Candidate& c : cands)
+    if (c.state == State::recompute)
+      for (ValueId v : c.chain) ro.values.push_back(scheduled.value(v).name);
+  if (!ro.values.empty()) flops = LMS_TRY(insert_recompute(g, ro)).flops;
+
+  SwapOptions so;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const Candidate& c = cands[i];
+    if (c.state != State::swap) continue;
+    const ValueId v = *g.find_value(scheduled.value(c.value).name);
+    int e = static_cast<int>(g.value(v).producer.v), f = INT32_MAX;
+    for (NodeId r : g.value(v).consumers) {
+      if (late(g, r)) f = std::min(f, static_cast<int>(r.v));
+      else e = std::max(e, static_cast<int>(r.v));
+    }
+    const std::string& trigger_name = scheduled.value(scheduled.first_output(NodeId{static_cast<uint32_t>(c.trigger)})).name;
+    const int k = std::max(e, std::min(f - 1, static_cast<int>(g.value(*g.find_value(trigger_name)).producer.v)));
+    so.swaps.push_back({g.value(v).name, g.value(g.first_output(NodeId{static_cast<uint32_t>(k)})).name});
+    choices[i].trigger = so.swaps.back().trigger;
+  }
+  if (!so.swaps.empty()) LMS_TRY(insert_swaps(g, so));
+  g.set_scheduled(true);
+  return g;
+}
+
+// One greedy mix with retries: the greedy to a target, the rewrite, the exact plan; a plan over the budget
+// lowers the target by its excess (and a step) and tries again, until it fits, the greedy cannot reach its
+// target, or max_rounds.
+Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const std::vector<int64_t>& live0,
+                            const std::function<Result<MemoryPlan>(const Graph&)>& exact, const AutoOptions& o,
+                            Mix mix) {
+  AutoResult best;
+  int64_t target = o.budget_bytes, reached_target = -1;
+  for (int round = 1; round <= o.max_rounds; ++round) {
+    std::vector<Candidate> cands = find_candidates(scheduled, tl, o);
+    Greedy greedy{scheduled, tl, o, cands, live0, 0, 0, mix, {}, {}, {}, {}};
+    greedy.producer_recomputed.assign(scheduled.num_nodes(), 0);
+    greedy.candidate_of.assign(scheduled.num_values(), -1);
+    for (size_t i = 0; i < cands.size(); ++i) greedy.candidate_of[cands[i].value.v] = static_cast<int>(i);
+    greedy.first_clone.assign(scheduled.num_values(), INT32_MAX);
+    const bool reached = greedy.run(target);
+
+    AutoResult r;
+    r.rounds = round;
+    r.target_bytes = target;
+    for (const Candidate& c : cands) {
+      AutoChoice ch;
+      ch.kind = c.state == State::recompute ? AutoChoice::Kind::recompute : AutoChoice::Kind::swap;
+      ch.value = scheduled.value(c.value).name;
+      ch.bytes = c.bytes;
+      ch.seconds = c.seconds;
+      ch.gap_seconds = c.gap;
+      if (c.state == State::recompute)
+        for (ValueId v : c.chain)
+          if (v != c.value) ch.chain.push_back(scheduled.value(v).name);
+      r.choices.push_back(std::move(ch));
+    }
+    r.graph = LMS_TRY(build(scheduled, cands, r.choices, r.recompute_flops));
+    std::vector<AutoChoice> chosen;  // only the values chosen, in position order
+    int swaps = 0, recomputes = 0;
+    for (size_t i = 0; i < cands.size(); ++i)
+      if (cands[i].state != State::keep) {
+        chosen.push_back(std::move(r.choices[i]));
+        if (cands[i].state == State::swap) r.swap_bytes += cands[i].bytes, ++swaps;
+        else ++recomputes;
+      }
+    r.choices = std::move(chosen);
+    r.memory = LMS_TRY(exact(r.graph));
+    r.sim = LMS_TRY(simulate_time(r.graph, o.device, o.measured.empty() ? nullptr : &o.measured, &r.memory));
+    r.fits = r.memory.device_arena_bytes <= o.budget_bytes && r.memory.host_arena_bytes <= o.host_budget_bytes;
+    if (r.fits) return r;
+    if (r.memory.device_arena_bytes <= o.budget_bytes) {
+      r.why = Error{fmt::format("does not fit the host: the plan needs {} of host memory for swapped tensors, the "
+                                "host budget is {}",
+                                format_size(r.memory.host_arena_bytes), format_size(o.host_budget_bytes)),
+                    {}};
+      return r;
+    }
+    Error why = does_not_fit(r.graph, r.memory, o.budget_bytes);
+    why.where = fmt::format("auto ({} swapped, {} recomputed; estimated peak target {}; round {})", swaps,
+                            recomputes, format_size(target), round);
+    r.why = std::move(why);
+    if (reached || !best.why) best = std::move(r);
+    // Too big: lower the target by the excess (and a step). When the greedy could not reach its target,
+    // nothing more can be freed at the estimate's peak below it: go halfway back to the last target it reached
+    // (the excess is often the assignment's fragmentation, which a smaller drop may already absorb).
+    if (reached) {
+      reached_target = target;
+      target -= (best.memory.device_arena_bytes - o.budget_bytes) +
+                static_cast<int64_t>(o.retry_step * static_cast<double>(o.budget_bytes));
+    } else {
+      if (reached_target < 0 || reached_target - target < o.retry_step * static_cast<double>(o.budget_bytes)) break;
+      target = reached_target - (reached_target - target) / 2;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> workspaces,
+                             const std::function<Result<MemoryPlan>(const Graph&)>& exact, const AutoOptions& o) {
+  if (o.device.h2d_bytes_per_s <= 0 || o.device.d2h_bytes_per_s <= 0)
+    return fail("auto: device model '{}' has no host link rates", o.device.name);
+  if (o.max_rounds < 1) return fail("auto: max_rounds must be >= 1, got {}", o.max_rounds);
+  LMS_TRY_VOID(check_schedule_order(scheduled));
+  for (NodeId n : scheduled.node_ids())
+    if (scheduled.def(n).traits.is_copy || scheduled.node(n).category == Category::recompute)
+      return fail_at(node_label(scheduled, n), "auto: the graph already holds swap or recompute ops");
+
+  const Timeline tl = LMS_TRY(timeline(scheduled, o));
+  const Liveness lv = LMS_TRY(compute_liveness(scheduled, workspaces));
+  const std::vector<int64_t> live0 = live_bytes(lv, Placement::device);
+  std::optional<AutoResult> best;
+  int rounds = 0;
+  for (Mix mix : {Mix::both, Mix::swap_only, Mix::recompute_only}) {
+    AutoResult r = LMS_TRY(plan_mix(scheduled, tl, live0, exact, o, mix));
+    rounds += r.rounds;
+    // The fastest that fits; else the first mix's (its reason); ties keep the earlier mix.
+    if (!best || (r.fits && (!best->fits || r.sim.step_seconds < best->sim.step_seconds))) best = std::move(r);
+  }
+  best->rounds = rounds;
+  return std::move(*best);
+}
+
+}  // namespace lms

@@ -1,0 +1,78 @@
+// The auto planner (DESIGN.md "Strategies"; the algorithm and why it is this one: docs/planner.md "The auto
+// strategy"). Given a scheduled training graph that does not fit its budget, it decides for every forward
+// activation a backward op reads whether it stays on the device, is swapped out after its last forward reader
+// and prefetched back for its backward readers, or is recomputed right before them from values that are still
+// resident, so that the exact planned peak fits the budget and the predicted step time (sim/time_sim on the
+// device model, measured node times where given) is as small as it can make it. Each prefetch is triggered by
+// the compute op after which it will, by its predicted copy duration and the host-to-device queue ahead of
+// it, arrive just before its first reader. It builds the decisions with the recompute and swap passes, plans
+// the result exactly, and when the exact plan disagrees with its estimate, lowers its target by the excess
+// and tries again. Precondition: `scheduled` is a training graph (categories fwd/bwd/upd) in schedule order,
+// without swap or recompute ops. Deterministic: every sort and tie-break is by position or id.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lms/ir/graph.h"
+#include "lms/plan/memory_planner.h"
+#include "lms/sim/cost_model.h"
+#include "lms/sim/device_model.h"
+#include "lms/sim/time_sim.h"
+#include "lms/support/error.h"
+#include "lms/support/size.h"
+
+namespace lms {
+
+struct AutoOptions {
+  DeviceModel device;               // op times (roofline) and copy times (link rates, latency)
+  MeasuredTimes measured;           // measured node times (lms profile) overriding the roofline; empty: none
+  int64_t budget_bytes = kUnlimitedBytes;       // device bytes; the exact planned peak must not exceed it
+  int64_t host_budget_bytes = kUnlimitedBytes;  // host bytes for swapped tensors
+  double prefetch_margin = 0.1;     // a prefetch is timed to end this fraction of its copy time before its
+                                    // first reader (slack for the estimate's errors)
+  int max_rounds = 8;               // exact plans tried; each retry lowers the estimate's target
+  double retry_step = 0.005;        // each retry lowers the target by the exact plan's excess plus this
+                                    // fraction of the budget, so rounds make progress on tiny excesses
+  int max_chain = 4;                // most ops recomputed together for one value (through values no backward
+                                    // op reads, e.g. batch_norm before relu)
+};
+
+// One decision of the plan, for reports.
+struct AutoChoice {
+  enum class Kind : uint8_t { swap, recompute };
+  Kind kind = Kind::swap;
+  std::string value;                 // the activation (name, without '%')
+  int64_t bytes = 0;                 // its bytes
+  double seconds = 0;                // the estimate's added time when chosen: the copy time not hidden
+                                     // (swap) or the ops run again (recompute)
+  double gap_seconds = 0;            // predicted time between its last forward reader and first backward one
+  std::string trigger;               // swap: the op whose end starts the prefetch (empty: just in time)
+  std::vector<std::string> chain;    // recompute: values recomputed with it because it reads them and they
+                                     // are not resident then (earliest first)
+};
+
+struct AutoResult {
+  bool fits = false;                 // exact planned peak <= budget and host arena <= host budget
+  Graph graph;                       // the rewritten graph, scheduled (node-id order is the execution order)
+  MemoryPlan memory;                 // its exact plan
+  TimeSimResult sim;                 // its predicted step (with the buffer-reuse waits of `memory`)
+  std::vector<AutoChoice> choices;   // swaps and recomputations, in order of the value's position
+  double recompute_flops = 0;        // FLOPs of every op run again, per step
+  int64_t swap_bytes = 0;            // bytes copied each way per step
+  int rounds = 0;                    // exact plans made
+  int64_t target_bytes = 0;          // the estimate's target in the last round
+  std::optional<Error> why;          // when !fits: why, with the numbers
+};
+
+// Plans `scheduled` (see above). `exact` plans a graph exactly (the strategy's memory planner with the
+// backend's workspaces); `workspaces` are the scratch bytes of `scheduled`'s nodes (empty: none). A plan
+// that does not fit comes back with fits = false and `why`. Errors: the passes' and the planner's own.
+Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> workspaces,
+                             const std::function<Result<MemoryPlan>(const Graph&)>& exact,
+                             const AutoOptions& opts);
+
+}  // namespace lms
