@@ -319,7 +319,8 @@ struct Greedy {
 // non-backward reader and its first backward reader in the rewritten graph (a clone reading a swapped value
 // is a backward reader too). Returns the rewritten graph; fills the choices' triggers and the clones' FLOPs.
 Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands, std::vector<AutoChoice>& choices,
-                    double& flops) {
+                    std::vector<bool>& dropped, double& flops) {
+  dropped.assign(cands.size(), false);
   Graph g = scheduled;
   RecomputeOptions ro;
   for (const Candidate& c : cands)
@@ -336,6 +337,14 @@ Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands,
     for (NodeId r : g.value(v).consumers) {
       if (late(g, r)) f = std::min(f, static_cast<int>(r.v));
       else e = std::max(e, static_cast<int>(r.v));
+    }
+    // A clone placed before the value's last forward reader (possible from TFLMS's level order) leaves no
+    // gap: the value stays (the exact plan counts it).
+    if (f <= e + 1) {
+      choices[i].kind = AutoChoice::Kind::swap;
+      choices[i].trigger.clear();
+      dropped[i] = true;
+      continue;
     }
     const std::string& trigger_name = scheduled.value(scheduled.first_output(NodeId{static_cast<uint32_t>(c.trigger)})).name;
     const int k = std::max(e, std::min(f - 1, static_cast<int>(g.value(*g.find_value(trigger_name)).producer.v)));
@@ -379,11 +388,12 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
           if (v != c.value) ch.chain.push_back(scheduled.value(v).name);
       r.choices.push_back(std::move(ch));
     }
-    r.graph = LMS_TRY(build(scheduled, cands, r.choices, r.recompute_flops));
+    std::vector<bool> dropped;  // swaps the rewrite left out
+    r.graph = LMS_TRY(build(scheduled, cands, r.choices, dropped, r.recompute_flops));
     std::vector<AutoChoice> chosen;  // only the values chosen, in position order
     int swaps = 0, recomputes = 0;
     for (size_t i = 0; i < cands.size(); ++i)
-      if (cands[i].state != State::keep) {
+      if (cands[i].state != State::keep && !dropped[i]) {
         chosen.push_back(std::move(r.choices[i]));
         if (cands[i].state == State::swap) r.swap_bytes += cands[i].bytes, ++swaps;
         else ++recomputes;
