@@ -161,6 +161,41 @@ TEST(PlanCommand, PlotIsAWellFormedSvgOfBothPlans) {
   EXPECT_FALSE(well_formed("<svg><text>x</svg>"));  // the checker itself can fail
 }
 
+TEST(PlanCommand, AutoReportsItsChoicesAndPlotsThreePlans) {
+  auto none = json_of(run_lms(std::string("plan ") + kGpt + " --budget 1GiB --json"), "none");
+  const auto peak = none["peak_bytes"].get<int64_t>(), hard = none["min_budget_bytes"].get<int64_t>();
+  const std::string budget = std::to_string(hard + (peak - hard) / 3);
+  const std::string svg_path = (testing::temp_dir() / "plan_auto.svg").string();
+  auto r = run_lms(std::string("plan ") + kGpt + " --strategy auto --budget " + budget +
+                   " --device-model v100-pcie3 --json --plot " + svg_path);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = json_of(r, "auto");
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_EQ(j["strategy"], "auto");
+  EXPECT_LE(j["peak_bytes"].get<int64_t>(), std::stoll(budget));
+  EXPECT_EQ(j["device_model"], "v100-pcie3");
+  ASSERT_TRUE(j.contains("auto")) << r.out;
+  const auto& a = j["auto"];
+  EXPECT_EQ(a["choices"].size(), a["swapped"].get<size_t>() + a["recomputed"].get<size_t>());
+  if (a["recomputed"].get<int>() > 0) {
+    EXPECT_GT(j["recompute_flops"].get<double>(), 0);
+  }
+  for (const auto& c : a["choices"]) {
+    EXPECT_TRUE(c["kind"] == "swap" || c["kind"] == "recompute") << c.dump();
+    EXPECT_GT(c["bytes"].get<int64_t>(), 0) << c.dump();
+  }
+  const std::string svg = testing::slurp(svg_path);
+  EXPECT_TRUE(well_formed(svg));
+  size_t curves = 0;
+  for (size_t i = svg.find("<polyline"); i != std::string::npos; i = svg.find("<polyline", i + 1)) ++curves;
+  EXPECT_EQ(curves, 3u) << "none, tflms and auto";
+  // The text report names what it took and the costliest choices.
+  auto text = run_lms(std::string("plan ") + kGpt + " --strategy auto --budget " + budget + " --device-model v100-pcie3");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("auto            took "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("costliest"), std::string::npos) << text.out;
+}
+
 bool plan_fits(const std::string& args) {
   auto r = run_lms("plan " + args + " --json");
   EXPECT_TRUE(r.status == 0 || r.status == 1) << args << ": " << r.err;
