@@ -13,53 +13,17 @@
 #include "lms/ir/verifier.h"
 #include "lms/passes/recompute.h"
 #include "lms/plan/schedule.h"
-#include "runtime/runtime_test_util.h"
+#include "passes/pass_test_util.h"
 
 namespace lms {
 namespace {
 
-using runtime_test::TrainingRun;
-
-Graph training_graph(std::string_view model, const ModelOptions& mo) {
-  auto forward = build_model(model, mo);
-  EXPECT_TRUE(forward.has_value()) << forward.error().str();
-  TrainingOptions to;
-  to.optimizer.kind = OptimizerKind::momentum;
-  to.optimizer.lr = 0.1;
-  auto training = build_training_graph(*forward, to);
-  EXPECT_TRUE(training.has_value()) << training.error().str();
-  return std::move(*training);
-}
-
-ModelOptions mlp() {
-  ModelOptions mo;
-  mo.batch = 4;
-  mo.image = {4};
-  mo.hidden = {8, 8};
-  mo.classes = 3;
-  return mo;
-}
-
-ModelOptions resnet18() {
-  ModelOptions mo;
-  mo.batch = 2;
-  mo.image = {8};
-  mo.classes = 3;
-  mo.small_stem = true;
-  return mo;
-}
-
-ModelOptions gpt() {
-  ModelOptions mo;
-  mo.batch = 2;
-  mo.layers = 2;
-  mo.hidden_size = 16;
-  mo.heads = 2;
-  mo.seq = 8;
-  mo.vocab = 11;
-  return mo;
-}
-
+using pass_test::expect_same_training;
+using pass_test::gpt;
+using pass_test::mlp;
+using pass_test::resnet18;
+using pass_test::training_graph;
+using pass_test::two_steps;
 bool cloneable(const Graph& g, NodeId n) {
   const Traits& t = g.def(n).traits;
   return g.node(n).category == Category::fwd && t.recomputable && !t.source && !t.persistent && !t.random &&
@@ -149,26 +113,9 @@ TEST(Recompute, TrainingGivesBitIdenticalLossesAndParameters) {
     std::vector<std::string> names = recomputable_activations(plain);
     auto stats = insert_recompute(rewritten, RecomputeOptions{names});
     ASSERT_TRUE(stats.has_value()) << stats.error().str();
-    auto p0 = compile(plain);
-    auto p1 = compile(rewritten);
-    ASSERT_TRUE(p0.has_value()) << p0.error().str();
-    ASSERT_TRUE(p1.has_value()) << p1.error().str();
-    TrainingRun a(*p0, 7), b(*p1, 7);
-    a.steps(0, 2);
-    b.steps(0, 2);
-    ASSERT_EQ(a.losses.size(), 2u);
-    ASSERT_EQ(b.losses.size(), 2u);
-    for (size_t i = 0; i < 2; ++i)
-      EXPECT_EQ(std::memcmp(&a.losses[i], &b.losses[i], sizeof(double)), 0)
-          << "step " << i << ": " << a.losses[i] << " vs " << b.losses[i];
-    auto pa = a.executor->persistent_values(), pb = b.executor->persistent_values();
-    ASSERT_TRUE(pa.has_value() && pb.has_value());
-    ASSERT_EQ(pa->size(), pb->size());
-    for (const auto& [name, t] : *pa) {
-      auto it = pb->find(name);
-      ASSERT_NE(it, pb->end()) << name;
-      EXPECT_EQ(it->second.data, t.data) << name;
-    }
+    auto a = two_steps(plain), b = two_steps(rewritten);
+    ASSERT_TRUE(a.run && b.run);
+    expect_same_training(*a.run, *b.run);
   }
 }
 

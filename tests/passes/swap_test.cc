@@ -15,53 +15,17 @@
 #include "lms/ir/verifier.h"
 #include "lms/passes/swap.h"
 #include "lms/plan/schedule.h"
-#include "runtime/runtime_test_util.h"
+#include "passes/pass_test_util.h"
 
 namespace lms {
 namespace {
 
-using runtime_test::TrainingRun;
-
-Graph training_graph(std::string_view model, const ModelOptions& mo) {
-  auto forward = build_model(model, mo);
-  EXPECT_TRUE(forward.has_value()) << forward.error().str();
-  TrainingOptions to;
-  to.optimizer.kind = OptimizerKind::momentum;
-  to.optimizer.lr = 0.1;
-  auto training = build_training_graph(*forward, to);
-  EXPECT_TRUE(training.has_value()) << training.error().str();
-  return std::move(*training);
-}
-
-ModelOptions mlp() {
-  ModelOptions mo;
-  mo.batch = 4;
-  mo.image = {4};
-  mo.hidden = {8, 8};
-  mo.classes = 3;
-  return mo;
-}
-
-ModelOptions resnet18() {
-  ModelOptions mo;
-  mo.batch = 2;
-  mo.image = {8};
-  mo.classes = 3;
-  mo.small_stem = true;
-  return mo;
-}
-
-ModelOptions gpt() {
-  ModelOptions mo;
-  mo.batch = 2;
-  mo.layers = 2;
-  mo.hidden_size = 16;
-  mo.heads = 2;
-  mo.seq = 8;
-  mo.vocab = 11;
-  return mo;
-}
-
+using pass_test::expect_same_training;
+using pass_test::gpt;
+using pass_test::mlp;
+using pass_test::resnet18;
+using pass_test::training_graph;
+using pass_test::two_steps;
 bool is_late(const Graph& g, NodeId n) {
   return g.node(n).category == Category::bwd || g.node(n).category == Category::recompute;
 }
@@ -172,34 +136,16 @@ TEST(Swap, TrainingGraphsVerifyAndStayInScheduleOrder) {
 TEST(Swap, TrainingGivesBitIdenticalLossesAndParameters) {
   for (auto [model, mo] : {std::pair{"mlp", mlp()}, std::pair{"resnet18", resnet18()}}) {
     Graph plain = training_graph(model, mo);
-    auto p0 = compile(plain);
-    ASSERT_TRUE(p0.has_value()) << p0.error().str();
-    TrainingRun a(*p0, 7);
-    a.steps(0, 2);
-    ASSERT_EQ(a.losses.size(), 2u);
-    auto pa = a.executor->persistent_values();
-    ASSERT_TRUE(pa.has_value());
+    auto a = two_steps(plain);
+    ASSERT_TRUE(a.run);
     for (Trigger kind : {Trigger::none, Trigger::halfway, Trigger::right_before}) {
       SCOPED_TRACE(std::string(model) + " trigger kind " + std::to_string(static_cast<int>(kind)));
       Graph rewritten = plain;
       auto stats = insert_swaps(rewritten, SwapOptions{swappable_activations(plain, kind)});
       ASSERT_TRUE(stats.has_value()) << stats.error().str();
-      auto p1 = compile(rewritten);
-      ASSERT_TRUE(p1.has_value()) << p1.error().str();
-      TrainingRun b(*p1, 7);
-      b.steps(0, 2);
-      ASSERT_EQ(b.losses.size(), 2u);
-      for (size_t i = 0; i < 2; ++i)
-        EXPECT_EQ(std::memcmp(&a.losses[i], &b.losses[i], sizeof(double)), 0)
-            << "step " << i << ": " << a.losses[i] << " vs " << b.losses[i];
-      auto pb = b.executor->persistent_values();
-      ASSERT_TRUE(pb.has_value());
-      ASSERT_EQ(pa->size(), pb->size());
-      for (const auto& [name, t] : *pa) {
-        auto it = pb->find(name);
-        ASSERT_NE(it, pb->end()) << name;
-        EXPECT_EQ(it->second.data, t.data) << name;
-      }
+      auto b = two_steps(rewritten);
+      ASSERT_TRUE(b.run);
+      expect_same_training(*a.run, *b.run);
     }
   }
 }

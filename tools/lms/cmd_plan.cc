@@ -64,8 +64,8 @@ nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>&
     nlohmann::ordered_json a;
     a["source"] = p.auto_source;
     a["rounds"] = p.auto_rounds;
-    a["swapped"] = std::count_if(p.choices.begin(), p.choices.end(), [](const AutoChoice& c) { return c.kind == AutoChoice::Kind::swap; });
-    a["recomputed"] = std::count_if(p.choices.begin(), p.choices.end(), [](const AutoChoice& c) { return c.kind == AutoChoice::Kind::recompute; });
+    a["swapped"] = p.swapped_tensors;
+    a["recomputed"] = p.recomputed_tensors;
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (const AutoChoice& c : p.choices) {
       nlohmann::ordered_json e;
@@ -87,11 +87,10 @@ nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>&
 
 // Auto's choices: counts, then the ones that cost most (added time, then bytes; ties by position).
 void print_costliest(const Plan& p) {
-  int swaps = 0, recomputes = 0;
-  for (const AutoChoice& c : p.choices) (c.kind == AutoChoice::Kind::swap ? swaps : recomputes) += 1;
-  fmt::print("  swapped         {} tensors: {} out, {} in per step; host memory {}\n", swaps,
+  fmt::print("  swapped         {} tensors: {} out, {} in per step; host memory {}\n", p.swapped_tensors,
              format_bytes(p.swap_out_bytes), format_bytes(p.swap_in_bytes), format_bytes(p.memory.host_arena_bytes));
-  fmt::print("  recomputed      {} tensors: {:.4g} GFLOP per step run again\n", recomputes, p.recompute_flops / 1e9);
+  fmt::print("  recomputed      {} tensors: {:.4g} GFLOP per step run again\n", p.recomputed_tensors,
+             p.recompute_flops / 1e9);
   std::vector<size_t> order(p.choices.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {

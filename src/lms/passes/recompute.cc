@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "lms/passes/rewrite.h"
 #include "lms/passes/tflms_swap.h"
 #include "lms/plan/schedule.h"
 
@@ -13,7 +14,10 @@ namespace {
 
 constexpr uint32_t kNowhere = UINT32_MAX;  // no reader yet
 
-// Why the op cannot be cloned for a backward reader; empty when it can.
+
+
+}  // namespace
+
 std::string_view not_recomputable(const OpDef& d) {
   const Traits& t = d.traits;
   if (t.source) return "a source";
@@ -25,15 +29,6 @@ std::string_view not_recomputable(const OpDef& d) {
   if (!t.recomputable) return "not recomputable";
   return {};
 }
-
-// `%v.re`, or `%v.re2`, `%v.re3`, ... when taken.
-std::string clone_name(const Graph& g, const std::string& v) {
-  std::string name = v + ".re";
-  for (int k = 2; g.find_value(name); ++k) name = fmt::format("{}.re{}", v, k);
-  return name;
-}
-
-}  // namespace
 
 std::vector<AttrSpec> recompute_options() {
   return {{"values", AttrKind::String, Attribute{std::string()},
@@ -85,14 +80,7 @@ Result<RecomputeStats> insert_recompute(Graph& g, const RecomputeOptions& opts) 
       return fail_at(fmt::format("%{}", g.value(chosen[i]).name),
                      "recompute: no backward op reads it (nothing to recompute it for)");
   // Storage overwritten in place, by whom: a clone must run before any of those that touch its inputs.
-  std::vector<std::pair<ValueId, NodeId>> overwritten;  // (storage root, in-place node)
-  for (NodeId n : g.node_ids()) {
-    const OpDef& d = g.def(n);
-    if (!d.traits.in_place) continue;
-    for (int a : d.aliases)
-      if (a >= 0 && a < static_cast<int>(g.node(n).inputs.size()))
-        overwritten.push_back({g.storage_root(g.node(n).inputs[a]), n});
-  }
+  const std::vector<std::pair<ValueId, NodeId>> overwritten = in_place_overwrites(g);
 
   RecomputeStats stats;
   std::vector<std::vector<NodeId>> before(original);
@@ -106,7 +94,7 @@ Result<RecomputeStats> insert_recompute(Graph& g, const RecomputeOptions& opts) 
     size_t chosen_output = 0;
     for (size_t k = 0; k < producer.outputs.size(); ++k) {
       out_types.push_back(g.value(producer.outputs[k]).type);
-      out_names.push_back(clone_name(g, g.value(producer.outputs[k]).name));
+      out_names.push_back(free_name(g, g.value(producer.outputs[k]).name, "re"));
       if (producer.outputs[k] == v) chosen_output = k;
     }
     std::vector<ValueId> inputs;
@@ -136,15 +124,7 @@ Result<RecomputeStats> insert_recompute(Graph& g, const RecomputeOptions& opts) 
     stats.flops += op_cost(producer.op, in_types, producer.attrs, out_types).flops;
   }
 
-  std::vector<NodeId> order;
-  order.reserve(g.num_nodes());
-  for (uint32_t i = 0; i < original; ++i) {
-    order.insert(order.end(), before[i].begin(), before[i].end());
-    order.push_back(NodeId{i});
-  }
-  g.reorder(order);
-  auto ok = check_schedule_order(g);
-  if (!ok) return wrap("recompute: internal error, the rewrite broke the schedule order", ok.error());
+  LMS_TRY_VOID(place_new_nodes(g, original, before, std::vector<std::vector<NodeId>>(original), "recompute"));
   return stats;
 }
 

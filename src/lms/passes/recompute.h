@@ -36,6 +36,10 @@ struct RecomputeStats {
 
 Result<RecomputeStats> insert_recompute(Graph& g, const RecomputeOptions& opts);
 
+// Why an op of this kind cannot be cloned for a backward reader ("a source", "in-place", ...); empty when it
+// can (the rule above, for planners choosing values).
+std::string_view not_recomputable(const OpDef& d);
+
 // The pass options: `values` (a comma-separated string of value names; a leading '%' is dropped).
 std::vector<AttrSpec> recompute_options();
 Result<void> run_recompute_pass(Graph& g, const Attributes& options);

@@ -5,10 +5,16 @@
 
 #include <algorithm>
 
+#include "lms/ir/verifier.h"
+#include "lms/passes/rewrite.h"
 #include "lms/passes/tflms_swap.h"
 #include "lms/plan/schedule.h"
 
 namespace lms {
+
+bool is_late_reader(const Graph& g, NodeId n) {
+  return g.node(n).category == Category::bwd || g.node(n).category == Category::recompute;
+}
 
 namespace {
 
@@ -22,18 +28,10 @@ struct Checked {
 std::vector<NodeId> late_readers(const Graph& g, ValueId v) {
   std::vector<NodeId> readers;
   for (NodeId c : g.value(v).consumers)
-    if (g.node(c).category == Category::bwd || g.node(c).category == Category::recompute) readers.push_back(c);
+    if (is_late_reader(g, c)) readers.push_back(c);
   return readers;
 }
 
-// `%v.<suffix>`, or `%v.<suffix>2`, `%v.<suffix>3`, ... when taken.
-std::string free_name(const Graph& g, const std::string& v, std::string_view suffix) {
-  std::string name = fmt::format("{}.{}", v, suffix);
-  for (int k = 2; g.find_value(name); ++k) name = fmt::format("{}.{}{}", v, suffix, k);
-  return name;
-}
-
-std::string label(const Graph& g, NodeId n) { return "%" + g.value(g.first_output(n)).name; }
 
 // Checks one choice on the graph as it is (names, the value, the trigger's kind); positions come later.
 Result<Checked> check_choice(const Graph& g, const SwapChoice& c) {
@@ -93,10 +91,10 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
     const std::string& trigger = opts.swaps[i].trigger;
     if (pos[k.trigger.v] < pos[p.v])
       return fail_at(where, "swap: its trigger %{} comes before its producer {} in node order", trigger,
-                     label(g, p));
+                     node_label(g, p));
     if (pos[k.trigger.v] >= pos[first.v])
       return fail_at(where, "swap: its trigger %{} does not come before its first late reader {} in node order",
-                     trigger, label(g, first));
+                     trigger, node_label(g, first));
   }
   if (!ordered) {
     g.reorder(order);
@@ -109,14 +107,7 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
   std::sort(chosen.begin(), chosen.end(), [](const Checked& a, const Checked& b) { return a.value < b.value; });
 
   // Storage overwritten in place, by whom: such a writer after the producer must also wait for the swap_out.
-  std::vector<std::pair<ValueId, NodeId>> overwritten;  // (storage root, in-place node)
-  for (NodeId n : g.node_ids()) {
-    const OpDef& d = g.def(n);
-    if (!d.traits.in_place) continue;
-    for (int a : d.aliases)
-      if (a >= 0 && a < static_cast<int>(g.node(n).inputs.size()))
-        overwritten.push_back({g.storage_root(g.node(n).inputs[a]), n});
-  }
+  const std::vector<std::pair<ValueId, NodeId>> overwritten = in_place_overwrites(g);
 
   const size_t original = g.num_nodes();
   // Where the new nodes go in node order: swap_outs right after their producer, triggered swap_ins right after
@@ -155,17 +146,9 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
     stats.bytes_each_way += type.bytes();
   }
 
-  std::vector<NodeId> new_order;
-  new_order.reserve(g.num_nodes());
-  for (uint32_t i = 0; i < original; ++i) {
-    new_order.insert(new_order.end(), ins_before[i].begin(), ins_before[i].end());
-    new_order.push_back(NodeId{i});
-    new_order.insert(new_order.end(), outs_after[i].begin(), outs_after[i].end());
-    new_order.insert(new_order.end(), ins_after[i].begin(), ins_after[i].end());
-  }
-  g.reorder(new_order);
-  auto ok = check_schedule_order(g);
-  if (!ok) return wrap("swap: internal error, the rewrite broke the schedule order", ok.error());
+  for (size_t i = 0; i < original; ++i)  // after a node: its swap_outs, then the swap_ins it triggers
+    outs_after[i].insert(outs_after[i].end(), ins_after[i].begin(), ins_after[i].end());
+  LMS_TRY_VOID(place_new_nodes(g, original, ins_before, outs_after, "swap"));
   return stats;
 }
 

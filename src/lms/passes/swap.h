@@ -47,6 +47,9 @@ struct SwapStats {
 
 Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts);
 
+// True when `n` is a late reader: a backward op or a recompute clone (category bwd or recompute).
+bool is_late_reader(const Graph& g, NodeId n);
+
 // The pass options: `values`, a comma-separated list of `name` or `name:trigger` (a leading '%' on either is
 // dropped).
 std::vector<AttrSpec> swap_options();

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "lms/passes/rewrite.h"
 #include "lms/plan/schedule.h"
 
 namespace lms {
@@ -135,16 +136,7 @@ Result<SwapDecisions> insert_tflms_swaps(Graph& g, const TflmsParams& params) {
       if (p == in || g.def(p).traits.source || g.def(p).traits.is_copy) continue;
       g.add_control_input(in, p);
     }
-  std::vector<NodeId> order;
-  order.reserve(g.num_nodes());
-  for (uint32_t i = 0; i < original; ++i) {
-    order.insert(order.end(), before[i].begin(), before[i].end());  // creation order: by value, then group
-    order.push_back(NodeId{i});
-    order.insert(order.end(), after[i].begin(), after[i].end());
-  }
-  g.reorder(order);
-  auto ok = check_schedule_order(g);
-  if (!ok) return wrap("tflms-swap: internal error, the rewrite broke the schedule order", ok.error());
+  LMS_TRY_VOID(place_new_nodes(g, original, before, after, "tflms-swap"));
   return d;
 }
 

@@ -246,6 +246,7 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   p.memory = std::move(own.memory);
   p.choices = std::move(own.choices);
   p.recompute_flops = own.recompute_flops;
+  for (const AutoChoice& c : p.choices) p.recomputed_tensors += c.kind == AutoChoice::Kind::recompute;
   p.predicted_step_seconds = own.sim.step_seconds;
   count_swaps(p);
   if (own.fits) {

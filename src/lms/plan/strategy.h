@@ -74,6 +74,7 @@ struct Plan {
   int64_t swap_in_bytes = 0;       // bytes copied host -> device per step
   int64_t swapped_tensors = 0;
   std::vector<AutoChoice> choices;  // auto: the values swapped and recomputed (empty when it took tflms's plan)
+  int64_t recomputed_tensors = 0;  // values recomputed for their backward readers (auto)
   double recompute_flops = 0;      // FLOPs of the ops run again per step (auto)
   std::optional<double> predicted_step_seconds;  // auto: predicted on its device model (with its plan's waits)
   std::string auto_source;         // auto: "auto" (its own plan) or "tflms" (tflms's plan, predicted faster or

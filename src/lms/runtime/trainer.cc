@@ -88,7 +88,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   rep.swap_out_bytes = plan.swap_out_bytes;
   rep.swap_in_bytes = plan.swap_in_bytes;
   rep.swapped_tensors = plan.swapped_tensors;
-  for (const AutoChoice& c : plan.choices) rep.recomputed_tensors += c.kind == AutoChoice::Kind::recompute;
+  rep.recomputed_tensors = plan.recomputed_tensors;
   rep.recompute_flops = plan.recompute_flops;
   rep.auto_source = plan.auto_source;
   Program program = LMS_TRY(build_program(std::move(plan.graph), std::move(plan.memory)));

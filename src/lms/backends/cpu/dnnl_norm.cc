@@ -58,26 +58,20 @@ KernelPtr norm_forward(DnnlContext& ctx, const KernelCall& call, bool batch, con
   auto k = std::make_unique<CpuKernel>(ctx);
   float* invstd = out_f32(call, 2);
   const int64_t n = d.num_stats;
+  Args args = {{DNNL_ARG_SRC, k->mem(d.data, call.inputs[0].data)},
+               {DNNL_ARG_SCALE, k->mem(d.affine, call.inputs[1].data)},
+               {DNNL_ARG_SHIFT, k->mem(d.affine, call.inputs[2].data)},
+               {DNNL_ARG_DST, k->mem(d.data, call.outputs[0].data)},
+               {DNNL_ARG_MEAN, k->mem(d.stats, call.outputs[1].data)},
+               {DNNL_ARG_VARIANCE, k->mem(d.stats, invstd)}};
   if (batch) {
     dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_training, d.data, eps, kAffine);
     dnnl::batch_normalization_forward::primitive_desc pd(desc, attr, ctx.engine);
-    k->add_primitive(dnnl::batch_normalization_forward(pd), pd.scratchpad_desc(),
-                     {{DNNL_ARG_SRC, k->mem(d.data, call.inputs[0].data)},
-                      {DNNL_ARG_SCALE, k->mem(d.affine, call.inputs[1].data)},
-                      {DNNL_ARG_SHIFT, k->mem(d.affine, call.inputs[2].data)},
-                      {DNNL_ARG_DST, k->mem(d.data, call.outputs[0].data)},
-                      {DNNL_ARG_MEAN, k->mem(d.stats, call.outputs[1].data)},
-                      {DNNL_ARG_VARIANCE, k->mem(d.stats, invstd)}});
+    k->add_primitive(dnnl::batch_normalization_forward(pd), pd.scratchpad_desc(), std::move(args));
   } else {
     dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_training, d.data, d.stats, eps, kAffine);
     dnnl::layer_normalization_forward::primitive_desc pd(desc, attr, ctx.engine);
-    k->add_primitive(dnnl::layer_normalization_forward(pd), pd.scratchpad_desc(),
-                     {{DNNL_ARG_SRC, k->mem(d.data, call.inputs[0].data)},
-                      {DNNL_ARG_SCALE, k->mem(d.affine, call.inputs[1].data)},
-                      {DNNL_ARG_SHIFT, k->mem(d.affine, call.inputs[2].data)},
-                      {DNNL_ARG_DST, k->mem(d.data, call.outputs[0].data)},
-                      {DNNL_ARG_MEAN, k->mem(d.stats, call.outputs[1].data)},
-                      {DNNL_ARG_VARIANCE, k->mem(d.stats, invstd)}});
+    k->add_primitive(dnnl::layer_normalization_forward(pd), pd.scratchpad_desc(), std::move(args));
   }
   k->add_loop([invstd, n, eps]() -> Result<void> {
     variance_to_invstd(invstd, n, eps);

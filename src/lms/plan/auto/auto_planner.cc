@@ -29,6 +29,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "lms/ir/verifier.h"
 #include "lms/passes/recompute.h"
@@ -63,15 +65,17 @@ struct Candidate {
   double seconds = 0;                // the added time estimated when chosen
 };
 
-bool cloneable(const Graph& g, NodeId n) {
-  const Traits& t = g.def(n).traits;
-  return t.recomputable && !t.source && !t.persistent && !t.random && !t.side_effecting && !t.in_place &&
-         !t.is_copy;
-}
+bool cloneable(const Graph& g, NodeId n) { return not_recomputable(g.def(n)).empty(); }
 
-bool late(const Graph& g, NodeId reader) {
-  const Category c = g.node(reader).category;
-  return c == Category::bwd || c == Category::recompute;
+// The gap of `v`: e, its producer's or last non-late reader's position, and f, its first late reader's
+// (INT32_MAX: none).
+std::pair<int, int> gap_of(const Graph& g, ValueId v) {
+  int e = static_cast<int>(g.value(v).producer.v), f = INT32_MAX;
+  for (NodeId r : g.value(v).consumers) {
+    if (is_late_reader(g, r)) f = std::min(f, static_cast<int>(r.v));
+    else e = std::max(e, static_cast<int>(r.v));
+  }
+  return {e, f};
 }
 
 // The largest position k in [lo, hi) whose end is <= t (ends are non-decreasing on the compute stream), or lo.
@@ -127,12 +131,7 @@ std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const
       c.value = v;
       c.producer = n;
       c.bytes = val.type.bytes();
-      c.fwd_end = static_cast<int>(n.v);
-      c.bwd_first = INT32_MAX;
-      for (NodeId r : val.consumers) {
-        if (late(g, r)) c.bwd_first = std::min(c.bwd_first, static_cast<int>(r.v));
-        else c.fwd_end = std::max(c.fwd_end, static_cast<int>(r.v));
-      }
+      std::tie(c.fwd_end, c.bwd_first) = gap_of(g, v);
       if (c.bwd_first == INT32_MAX || c.bwd_first <= c.fwd_end + 1) continue;  // no gap to free
       c.copy_out = copy_seconds(c.bytes, o.device.d2h_bytes_per_s, o.device);
       c.copy_in = copy_seconds(c.bytes, o.device.h2d_bytes_per_s, o.device);
@@ -178,14 +177,22 @@ std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const
 }
 
 struct Greedy {
+  Greedy(const Graph& g, const Timeline& tl, const AutoOptions& o, std::vector<Candidate>& cands,
+         std::vector<int64_t> live, Mix mix)
+      : g(g), tl(tl), o(o), cands(cands), live(std::move(live)), mix(mix),
+        producer_recomputed(g.num_nodes(), 0), candidate_of(g.num_values(), -1),
+        first_clone(g.num_values(), INT32_MAX) {
+    for (size_t i = 0; i < cands.size(); ++i) candidate_of[cands[i].value.v] = static_cast<int>(i);
+  }
+
   const Graph& g;
   const Timeline& tl;
   const AutoOptions& o;
   std::vector<Candidate>& cands;
-  std::vector<int64_t> live;
-  int64_t host_bytes = 0;
+  std::vector<int64_t> live;         // the estimate: device bytes live at each position
+  Mix mix;
+  int64_t host_bytes = 0;            // bytes of the chosen swaps
   int64_t target = 0;                // of the current run
-  Mix mix = Mix::both;
   std::vector<int> swapped;          // chosen swaps (indices into cands)
   std::vector<int> producer_recomputed;  // by NodeId: clones chosen of this producer (recompute: one output)
   std::vector<int> candidate_of;         // by ValueId: index into cands, or -1
@@ -333,16 +340,10 @@ Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands,
     const Candidate& c = cands[i];
     if (c.state != State::swap) continue;
     const ValueId v = *g.find_value(scheduled.value(c.value).name);
-    int e = static_cast<int>(g.value(v).producer.v), f = INT32_MAX;
-    for (NodeId r : g.value(v).consumers) {
-      if (late(g, r)) f = std::min(f, static_cast<int>(r.v));
-      else e = std::max(e, static_cast<int>(r.v));
-    }
+    const auto [e, f] = gap_of(g, v);
     // A clone placed before the value's last forward reader (possible from TFLMS's level order) leaves no
     // gap: the value stays (the exact plan counts it).
     if (f <= e + 1) {
-      choices[i].kind = AutoChoice::Kind::swap;
-      choices[i].trigger.clear();
       dropped[i] = true;
       continue;
     }
@@ -359,23 +360,19 @@ Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands,
 // One greedy mix with retries: the greedy to a target, the rewrite, the exact plan; a plan over the budget
 // lowers the target by its excess (and a step) and tries again, until it fits, the greedy cannot reach its
 // target, or max_rounds.
-Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const std::vector<int64_t>& live0,
+Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const std::vector<Candidate>& candidates,
+                            const std::vector<int64_t>& live0,
                             const std::function<Result<MemoryPlan>(const Graph&)>& exact, const AutoOptions& o,
                             Mix mix) {
   AutoResult best;
   int64_t target = o.budget_bytes, reached_target = -1;
   for (int round = 1; round <= o.max_rounds; ++round) {
-    std::vector<Candidate> cands = find_candidates(scheduled, tl, o);
-    Greedy greedy{scheduled, tl, o, cands, live0, 0, 0, mix, {}, {}, {}, {}};
-    greedy.producer_recomputed.assign(scheduled.num_nodes(), 0);
-    greedy.candidate_of.assign(scheduled.num_values(), -1);
-    for (size_t i = 0; i < cands.size(); ++i) greedy.candidate_of[cands[i].value.v] = static_cast<int>(i);
-    greedy.first_clone.assign(scheduled.num_values(), INT32_MAX);
+    std::vector<Candidate> cands = candidates;  // the greedy marks its choices on its copy
+    Greedy greedy(scheduled, tl, o, cands, live0, mix);
     const bool reached = greedy.run(target);
 
     AutoResult r;
     r.rounds = round;
-    r.target_bytes = target;
     for (const Candidate& c : cands) {
       AutoChoice ch;
       ch.kind = c.state == State::recompute ? AutoChoice::Kind::recompute : AutoChoice::Kind::swap;
@@ -395,7 +392,7 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
     for (size_t i = 0; i < cands.size(); ++i)
       if (cands[i].state != State::keep && !dropped[i]) {
         chosen.push_back(std::move(r.choices[i]));
-        if (cands[i].state == State::swap) r.swap_bytes += cands[i].bytes, ++swaps;
+        if (cands[i].state == State::swap) ++swaps;
         else ++recomputes;
       }
     r.choices = std::move(chosen);
@@ -445,10 +442,11 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
   const Timeline tl = LMS_TRY(timeline(scheduled, o));
   const Liveness lv = LMS_TRY(compute_liveness(scheduled, workspaces));
   const std::vector<int64_t> live0 = live_bytes(lv, Placement::device);
+  const std::vector<Candidate> candidates = find_candidates(scheduled, tl, o);
   std::optional<AutoResult> best;
   int rounds = 0;
   for (Mix mix : {Mix::both, Mix::swap_only, Mix::recompute_only}) {
-    AutoResult r = LMS_TRY(plan_mix(scheduled, tl, live0, exact, o, mix));
+    AutoResult r = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, mix));
     rounds += r.rounds;
     // The fastest that fits; else the first mix's (its reason); ties keep the earlier mix.
     if (!best || (r.fits && (!best->fits || r.sim.step_seconds < best->sim.step_seconds))) best = std::move(r);

@@ -62,9 +62,7 @@ struct AutoResult {
   TimeSimResult sim;                 // its predicted step (with the buffer-reuse waits of `memory`)
   std::vector<AutoChoice> choices;   // swaps and recomputations, in order of the value's position
   double recompute_flops = 0;        // FLOPs of every op run again, per step
-  int64_t swap_bytes = 0;            // bytes copied each way per step
   int rounds = 0;                    // exact plans made
-  int64_t target_bytes = 0;          // the estimate's target in the last round
   std::optional<Error> why;          // when !fits: why, with the numbers
 };
 
