@@ -84,6 +84,10 @@ struct OpDef {
 };
 
 const OpDef& op_def(Op op);
+
+// A number attribute that may be given as an int or a float (momentum, eps, count), else the op's declared
+// default; NaN when neither exists. For kernels, which read attributes without an OpCall.
+double number_attr(const OpDef& def, const Attributes& attrs, std::string_view name);
 std::optional<Op> find_op(std::string_view name);
 std::span<const OpDef> all_op_defs();  // in Op order
 inline std::string_view op_name(Op op) { return op_def(op).name; }

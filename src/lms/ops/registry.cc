@@ -4,6 +4,8 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -111,6 +113,20 @@ std::optional<Op> find_op(std::string_view name) {
 
 int64_t OpCall::i(std::string_view n) const { return attr_or_default<int64_t>(*this, n); }
 double OpCall::f(std::string_view n) const { return attr_or_default<double>(*this, n); }
+
+double number_attr(const OpDef& def, const Attributes& attrs, std::string_view name) {
+  auto as_number = [](const Attribute& v) -> std::optional<double> {
+    if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+    if (const auto* f = std::get_if<double>(&v)) return *f;
+    return std::nullopt;
+  };
+  if (const Attribute* v = attrs.find(name))
+    if (auto n = as_number(*v)) return *n;
+  for (const AttrSpec& s : def.attrs)
+    if (s.name == name && s.default_value)
+      if (auto n = as_number(*s.default_value)) return *n;
+  return std::numeric_limits<double>::quiet_NaN();
+}
 bool OpCall::b(std::string_view n) const { return attr_or_default<bool>(*this, n); }
 std::string OpCall::s(std::string_view n) const { return attr_or_default<std::string>(*this, n); }
 IntList OpCall::ints(std::string_view n) const { return attr_or_default<IntList>(*this, n); }

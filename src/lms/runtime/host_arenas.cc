@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "lms/ir/verifier.h"
 #include "lms/plan/assignment.h"
 #include "lms/runtime/program.h"
 #include "lms/support/size.h"
@@ -86,6 +87,23 @@ KernelCall BoundCalls::call(NodeId n) const {
   c.workspace = workspaces_[n.v].data;
   c.workspace_bytes = workspaces_[n.v].bytes;
   return c;
+}
+
+Result<std::vector<int64_t>> workspace_bytes_from_types(
+    const Graph& g, const std::function<Result<int64_t>(const KernelCall&)>& bytes_of) {
+  std::vector<int64_t> bytes(g.num_nodes(), 0);
+  std::vector<TensorRef> ins, outs;
+  for (NodeId n : g.node_ids()) {
+    const Node& node = g.node(n);
+    ins.clear();
+    outs.clear();
+    for (ValueId v : node.inputs) ins.push_back(TensorRef{&g.value(v).type, nullptr});
+    for (ValueId v : node.outputs) outs.push_back(TensorRef{&g.value(v).type, nullptr});
+    auto b = bytes_of(KernelCall{node.op, &node.attrs, ins, outs, nullptr, 0});
+    if (!b) return wrap(node_label(g, n), b.error());
+    bytes[n.v] = *b;
+  }
+  return bytes;
 }
 
 }  // namespace lms

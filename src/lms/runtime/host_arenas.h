@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,11 @@ class HostArenas {
   Arena device_, host_;
   int64_t device_bytes_ = -1, host_bytes_ = -1;  // -1: not allocated
 };
+
+// Backend::workspace_bytes for a backend whose kernels size their scratch from a call's types and attributes:
+// `bytes_of` sees each node's call with null data pointers; the result is by NodeId, and an error names the node.
+Result<std::vector<int64_t>> workspace_bytes_from_types(
+    const Graph& g, const std::function<Result<int64_t>(const KernelCall&)>& bytes_of);
 
 // Every node's KernelCall with its buffers bound to arena addresses, built once when a Program is prepared so that
 // running a node costs no lookups.

@@ -82,20 +82,7 @@ Result<void> CpuBackend::allocate_arenas(int64_t device_bytes, int64_t host_byte
 
 Result<std::vector<int64_t>> CpuBackend::workspace_bytes(const Graph& g) {
   if (!dnnl_) dnnl_ = LMS_TRY(cpu::make_dnnl_context());
-  std::vector<int64_t> bytes(g.num_nodes(), 0);
-  std::vector<TensorRef> ins, outs;  // types only: sizes depend on nothing else
-  for (NodeId n : g.node_ids()) {
-    const Node& node = g.node(n);
-    ins.clear();
-    outs.clear();
-    for (ValueId v : node.inputs) ins.push_back(TensorRef{&g.value(v).type, nullptr});
-    for (ValueId v : node.outputs) outs.push_back(TensorRef{&g.value(v).type, nullptr});
-    KernelCall call{node.op, &node.attrs, ins, outs, nullptr, 0};
-    auto b = cpu::dnnl_workspace_bytes(*dnnl_, call);
-    if (!b) return wrap(node_label(g, n), b.error());
-    bytes[n.v] = *b;
-  }
-  return bytes;
+  return workspace_bytes_from_types(g, [&](const KernelCall& call) { return cpu::dnnl_workspace_bytes(*dnnl_, call); });
 }
 
 Result<void> CpuBackend::prepare(const Program& program) {

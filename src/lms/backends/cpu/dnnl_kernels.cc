@@ -141,19 +141,7 @@ Result<Dims> spatial(const KernelCall& call, std::string_view name, int rank, in
   return Dims(v.begin(), v.end());
 }
 
-double number(const KernelCall& call, std::string_view name) {
-  auto as_number = [](const Attribute* v) -> std::optional<double> {
-    if (const auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
-    if (const auto* f = std::get_if<double>(v)) return *f;
-    return std::nullopt;
-  };
-  if (const Attribute* v = call.attrs->find(name))
-    if (auto n = as_number(v)) return *n;
-  for (const AttrSpec& s : op_def(call.op).attrs)
-    if (s.name == name && s.default_value)
-      if (auto n = as_number(&*s.default_value)) return *n;
-  return std::numeric_limits<double>::quiet_NaN();
-}
+double number(const KernelCall& call, std::string_view name) { return number_attr(op_def(call.op), *call.attrs, name); }
 
 bool all_f32(const KernelCall& call) {
   for (const TensorRef& r : call.inputs)

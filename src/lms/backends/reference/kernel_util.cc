@@ -96,18 +96,7 @@ Result<int> axis_attr(const Args& a, std::string_view name, int rank) {
   return static_cast<int>(r);
 }
 
-double number_attr(const Args& a, std::string_view name) {
-  if (const Attribute* v = a.c.attrs.find(name)) {
-    if (const auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
-    if (const auto* f = std::get_if<double>(v)) return *f;
-  }
-  for (const AttrSpec& s : a.def.attrs)
-    if (s.name == name && s.default_value) {
-      if (const auto* i = std::get_if<int64_t>(&*s.default_value)) return static_cast<double>(*i);
-      if (const auto* f = std::get_if<double>(&*s.default_value)) return *f;
-    }
-  return 0;
-}
+double number_attr(const Args& a, std::string_view name) { return lms::number_attr(a.def, a.c.attrs, name); }
 
 Result<IntList> spatial_attr(const Args& a, std::string_view name, int rank, int64_t fill) {
   IntList v = a.c.ints(name);

@@ -115,6 +115,11 @@ Result<void> dispatch(const reference::Args& a) {
 
 }  // namespace
 
+Result<void> check_kernel_call(const KernelCall& call) {
+  LMS_TRY_VOID(check_call(call));
+  return check_types(reference::Args(call));
+}
+
 Result<void> run_reference_kernel(const KernelCall& call) {
   LMS_TRY_VOID(check_call(call));
   reference::Args a(call);

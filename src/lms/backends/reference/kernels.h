@@ -16,4 +16,8 @@ namespace lms {
 // are fed by the runtime and are an error here.
 Result<void> run_reference_kernel(const KernelCall& call);
 
+// The checks run_reference_kernel makes before touching memory (arity, buffers present, output types equal to
+// the shape rule's), for other backends' kernels that index buffers by the same types.
+Result<void> check_kernel_call(const KernelCall& call);
+
 }  // namespace lms
