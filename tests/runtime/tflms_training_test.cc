@@ -1,7 +1,7 @@
 // Swapping changes where tensors live, never what is computed: training with the tflms strategy gives
 // bit-identical losses and parameters to training without it, for every sync mode and a spread of T, A and G
 // (fixed parameters force the swaps even where everything fits), on the reference backend and on the cpu
-// backend (whose copies run on their own stream threads). Under a budget the no-swap plan exceeds, the searched
+// backend (whose copies run on their own stream threads), and on the cuda backend when a GPU is present. Under a budget the no-swap plan exceeds, the searched
 // plan fits, the measured peak stays within it, and the losses are still those of the unconstrained run. The
 // same for auto (its swaps and recomputations).
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lms/models/models.h"
+#include "lms/runtime/backend_registry.h"
 #include "lms/runtime/trainer.h"
 #include "lms/sim/device_model.h"
 
@@ -72,12 +73,14 @@ void expect_identical(const TrainReport& got, const TrainReport& want, const std
   }
 }
 
+// The backends of this build, and cuda when this machine has a GPU (the GPU check runs these tests there).
 std::vector<std::string> devices() {
+  std::vector<std::string> d = {"reference"};
 #ifdef LMS_HAVE_CPU_BACKEND
-  return {"reference", "cpu"};
-#else
-  return {"reference"};
+  d.push_back("cpu");
 #endif
+  if (make_backend("cuda")) d.push_back("cuda");
+  return d;
 }
 
 TflmsParams params(int t, int a, int g, SyncMode mode) {

@@ -36,6 +36,8 @@ struct EventId {
 
 struct BackendOptions {
   int64_t device_budget_bytes = kUnlimitedBytes;  // allocate_arenas refuses a device arena larger than this
+  int64_t max_workspace_bytes = int64_t{256} << 20;  // cuda: the largest workspace one node's algorithm may use
+  bool allow_tf32 = false;  // cuda: f32 convolutions and matmuls may use TF32 tensor cores (not bit-comparable)
 };
 
 class Backend {

@@ -8,6 +8,9 @@
 #ifdef LMS_HAVE_CPU_BACKEND
 #include "lms/backends/cpu/cpu_backend.h"
 #endif
+#ifdef LMS_HAVE_CUDA_BACKEND
+#include "lms/backends/cuda/cuda_backend.h"
+#endif
 
 namespace lms {
 
@@ -22,8 +25,15 @@ Result<std::unique_ptr<Backend>> make_backend(std::string_view device, const Bac
 #ifdef LMS_HAVE_CPU_BACKEND
   if (device == "cpu") return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(opts));
 #endif
+#ifdef LMS_HAVE_CUDA_BACKEND
+  if (device == "cuda") {
+    auto b = CudaBackend::create(opts);
+    if (!b) return fail("device 'cuda': {}", b.error().str());
+    return std::unique_ptr<Backend>(std::move(*b));
+  }
+#endif
   for (std::string_view known : kBackendNames)
-    if (device == known) return fail("device '{}' is not available yet in this build", device);
+    if (device == known) return fail("device '{}' is not in this build (its library was not found at configure time)", device);
   std::string list;
   for (std::string_view known : kBackendNames) list += (list.empty() ? "" : ", ") + std::string(known);
   return fail("unknown device '{}' (devices: {})", device, list);

@@ -1,0 +1,604 @@
+// The own-kernel dispatcher (see cuda_ops.h): reads each op's attributes and geometry with the reference backend's
+// helpers (the same attribute defaults and checks as the oracle), and binds one or more element functions of
+// kernel_fns.h to the call's buffers.
+#include "lms/backends/cuda/cuda_ops.h"
+
+#include <array>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "lms/backends/cuda/kernel_fns.h"
+#include "lms/backends/reference/kernel_util.h"
+#include "lms/backends/reference/kernels.h"
+#ifdef LMS_HAVE_CUDA_BACKEND
+#include "lms/backends/cuda/cuda_launch.h"
+#endif
+
+namespace lms::cuda {
+
+namespace {
+
+using reference::Args;
+
+// One launch of an element function over [0, n) (n == 0 launches nothing).
+template <class F>
+Result<void> launch(const Launcher& l, const F& f, int64_t n) {
+  if (n <= 0) return {};
+  if (l.host) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return {};
+  }
+#ifdef LMS_HAVE_CUDA_BACKEND
+  if (int e = device_launch(f, n, l.stream); e != 0) return fail("cuda kernel launch: {}", device_error_string(e));
+  return {};
+#else
+  return fail("cuda backend: not in this build");
+#endif
+}
+
+Result<void> zero_bytes(const Launcher& l, void* p, int64_t bytes) {
+  if (bytes <= 0) return {};
+  if (l.host) {
+    std::fill_n(static_cast<std::byte*>(p), bytes, std::byte{0});
+    return {};
+  }
+#ifdef LMS_HAVE_CUDA_BACKEND
+  if (int e = device_memset_zero(p, bytes, l.stream); e != 0) return fail("cudaMemsetAsync: {}", device_error_string(e));
+  return {};
+#else
+  return fail("cuda backend: not in this build");
+#endif
+}
+
+Result<void> copy_bytes(const Launcher& l, void* dst, const void* src, int64_t bytes) {
+  if (bytes <= 0 || dst == src) return {};
+  if (l.host) {
+    std::copy_n(static_cast<const std::byte*>(src), bytes, static_cast<std::byte*>(dst));
+    return {};
+  }
+#ifdef LMS_HAVE_CUDA_BACKEND
+  if (int e = device_copy(dst, src, bytes, l.stream); e != 0) return fail("cudaMemcpyAsync: {}", device_error_string(e));
+  return {};
+#else
+  return fail("cuda backend: not in this build");
+#endif
+}
+
+// A prepared node is a list of steps run in order.
+using Step = std::function<Result<void>()>;
+OwnKernel sequence(std::vector<Step> steps) {
+  return [steps = std::move(steps)]() -> Result<void> {
+    for (const Step& s : steps) LMS_TRY_VOID(s());
+    return {};
+  };
+}
+template <class F>
+Step step(const Launcher& l, F f, int64_t n) {
+  return [l, f, n] { return launch(l, f, n); };
+}
+template <class F>
+OwnKernel single(const Launcher& l, F f, int64_t n) {
+  return sequence({step(l, f, n)});
+}
+
+std::unexpected<Error> unsupported(const Args& a, DType t) {
+  return fail("cuda backend: dtype {} is not supported for {}", dtype_name(t), a.name());
+}
+
+// Runs body.template operator()<T>() with T = float or double (a node kernel, unlike reference::with_float).
+template <class F>
+Result<OwnKernel> for_float(const Args& a, DType t, F&& body) {
+  if (t == DType::f32) return body.template operator()<float>();
+  if (t == DType::f64) return body.template operator()<double>();
+  return unsupported(a, t);
+}
+
+// Runs body.template operator()<E>() with E an unsigned integer of the dtype's size (pure data movement).
+template <class F>
+Result<OwnKernel> with_element(DType t, F&& body) {
+  switch (dtype_size(t)) {
+    case 1: return body.template operator()<uint8_t>();
+    case 2: return body.template operator()<uint16_t>();
+    case 4: return body.template operator()<uint32_t>();
+    default: return body.template operator()<uint64_t>();
+  }
+}
+
+// A Strided geometry over `shape` with operand strides `a` and `b`.
+Result<Strided> strided(const Args& a, const Shape& shape, const std::vector<int64_t>& sa,
+                        const std::vector<int64_t>& sb) {
+  if (shape.size() > static_cast<size_t>(kMaxDims))
+    return fail("cuda backend: {} of rank {} exceeds the {} dimensions its kernels handle", a.name(), shape.size(),
+                kMaxDims);
+  Strided g;
+  g.rank = static_cast<int>(shape.size());
+  for (int d = 0; d < g.rank; ++d) {
+    g.shape[d] = shape[d];
+    g.a[d] = sa[d];
+    g.b[d] = sb[d];
+  }
+  return g;
+}
+
+Ids ids_of(const TensorRef& t) { return Ids{t.data, t.type->dtype == DType::i64}; }
+Scalar scalar_of(const TensorRef& t) { return Scalar{t.data, t.type->dtype == DType::f64}; }
+
+template <class T>
+const T* in(const Args& a, size_t i) {
+  return a.in_data<T>(i);
+}
+template <class T>
+T* out(const Args& a, size_t i) {
+  return a.out_data<T>(i);
+}
+int64_t elements(const TensorType& t) { return t.num_elements(); }
+
+// ---- the ops ----
+
+Result<OwnKernel> constant(const Args& a, const Launcher& l) {
+  const double value = a.c.f("value");
+  const TensorType& y = a.out(0);
+  switch (y.dtype) {
+    case DType::f32: return single(l, Fill<float>{out<float>(a, 0), static_cast<float>(value)}, elements(y));
+    case DType::f64: return single(l, Fill<double>{out<double>(a, 0), value}, elements(y));
+    case DType::i32: return single(l, Fill<int32_t>{out<int32_t>(a, 0), static_cast<int32_t>(value)}, elements(y));
+    case DType::i64: return single(l, Fill<int64_t>{out<int64_t>(a, 0), static_cast<int64_t>(value)}, elements(y));
+    case DType::f16:
+    case DType::bf16: break;
+  }
+  return unsupported(a, y.dtype);
+}
+
+Result<OwnKernel> unary(const Args& a, const Launcher& l, UnaryKind kind, double factor = 1) {
+  return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, Unary<T>{in<T>(a, 0), out<T>(a, 0), kind, factor}, elements(a.out(0)));
+  });
+}
+
+Result<OwnKernel> activation_grad(const Args& a, const Launcher& l, GradKind kind) {
+  return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, ActivationGrad<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), kind}, elements(a.out(0)));
+  });
+}
+
+Result<OwnKernel> broadcast_binary(const Args& a, const Launcher& l, BinaryKind kind) {
+  const Shape& y = a.out(0).shape;
+  std::vector<int64_t> sa = LMS_TRY(reference::broadcast_strides(a, a.in(0).shape, y));
+  std::vector<int64_t> sb = LMS_TRY(reference::broadcast_strides(a, a.in(1).shape, y));
+  Strided g = LMS_TRY(strided(a, y, sa, sb));
+  return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, BroadcastBinary<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), kind, g}, elements(a.out(0)));
+  });
+}
+
+Result<OwnKernel> bias_add(const Args& a, const Launcher& l) {
+  const int axis = LMS_TRY(reference::axis_attr(a, "axis", a.in(0).rank()));
+  const reference::AxisSplit s = reference::split_at(a.in(0).shape, axis);
+  return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, BiasAdd<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), s.dim, s.inner}, elements(a.out(0)));
+  });
+}
+
+// A reduction of input 0 into output 0; `out_strides` per input dimension, 0 along the reduced ones.
+Result<OwnKernel> reduce(const Args& a, const Launcher& l, const std::vector<int64_t>& out_strides, double factor,
+                         bool divide) {
+  const Shape& x = a.in(0).shape;
+  Strided g = LMS_TRY(strided(a, x, reference::strides_of(x), out_strides));
+  int64_t reduced = 1;
+  for (size_t d = 0; d < x.size(); ++d)
+    if (out_strides[d] == 0) reduced *= x[d];
+  const int64_t n = elements(a.out(0));
+  switch (a.in(0).dtype) {
+    case DType::i32:
+      return single(l, Reduce<int32_t, int64_t>{in<int32_t>(a, 0), out<int32_t>(a, 0), g, reduced, 1, false}, n);
+    case DType::i64:
+      return single(l, Reduce<int64_t, int64_t>{in<int64_t>(a, 0), out<int64_t>(a, 0), g, reduced, 1, false}, n);
+    default: break;
+  }
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, Reduce<T, double>{in<T>(a, 0), out<T>(a, 0), g, reduced, factor, divide}, n);
+  });
+}
+
+// mean and reduce_sum: the output strides of the axes attribute (all axes when empty).
+Result<std::vector<int64_t>> axes_strides(const Args& a) {
+  const TensorType& x = a.in(0);
+  std::vector<bool> reduced(static_cast<size_t>(x.rank()), a.c.ints("axes").empty());
+  for (int64_t ax : a.c.ints("axes")) {
+    const int64_t r = ax < 0 ? ax + x.rank() : ax;
+    if (r < 0 || r >= x.rank()) return fail("{} axis {} is out of range for {}", a.name(), ax, to_string(x));
+    reduced[static_cast<size_t>(r)] = true;
+  }
+  Shape kept = x.shape;
+  for (size_t d = 0; d < kept.size(); ++d)
+    if (reduced[d]) kept[d] = 1;
+  std::vector<int64_t> st = reference::strides_of(kept);
+  for (size_t d = 0; d < kept.size(); ++d)
+    if (reduced[d] || kept[d] == 1) st[d] = 0;  // a size-1 dimension contributes nothing either way
+  return st;
+}
+
+Result<OwnKernel> mean_or_sum(const Args& a, const Launcher& l, bool mean) {
+  std::vector<int64_t> st = LMS_TRY(axes_strides(a));
+  if (!mean) return reduce(a, l, st, 1, false);
+  if (!is_float(a.in(0).dtype)) return unsupported(a, a.in(0).dtype);
+  const int64_t outputs = elements(a.out(0));
+  const int64_t per_output = outputs == 0 ? 0 : elements(a.in(0)) / outputs;
+  return reduce(a, l, st, 1 / static_cast<double>(per_output), false);
+}
+
+Result<OwnKernel> sum_to(const Args& a, const Launcher& l) {
+  std::vector<int64_t> st = LMS_TRY(reference::broadcast_strides(a, a.out(0).shape, a.in(0).shape));
+  return reduce(a, l, st, 1, false);
+}
+
+Result<OwnKernel> global_avg_pool(const Args& a, const Launcher& l) {
+  const Shape& x = a.in(0).shape;
+  std::vector<int64_t> st(x.size(), 0);
+  st[0] = x[1];
+  st[1] = 1;
+  return reduce(a, l, st, static_cast<double>(reference::product(x, 2, x.size())), true);
+}
+
+// max_pool_grad (dy, x) -> dx, with the reference's geometry checks (stride defaults to the kernel, pad to 0).
+Result<OwnKernel> max_pool_grad(const Args& a, const Launcher& l) {
+  const Shape &x = a.in(1).shape, &y = a.in(0).shape;
+  const int rank = static_cast<int>(x.size()) - 2;
+  if (rank < 1 || rank > reference::kMaxSpatial)
+    return fail("{} needs x[N,C,*sp] with 1 to 3 spatial dimensions, got {}", a.name(), to_string(a.in(1)));
+  const IntList kernel = a.c.ints("kernel");
+  IntList stride = a.c.ints("stride");
+  if (stride.empty()) stride = kernel;
+  const IntList pad = LMS_TRY(reference::spatial_attr(a, "pad", rank, 0));
+  if (static_cast<int>(kernel.size()) != rank || static_cast<int>(stride.size()) != rank)
+    return fail("{} needs {} kernel and stride entries", a.name(), rank);
+  const reference::Windows r =
+      reference::make_windows(x, y, kernel, stride, pad, IntList(static_cast<size_t>(rank), 1));
+  PoolWindows w{};
+  for (int d = 0; d < 3; ++d) {
+    w.in[d] = r[static_cast<size_t>(d)].in;
+    w.out[d] = r[static_cast<size_t>(d)].out;
+    w.k[d] = r[static_cast<size_t>(d)].k;
+    w.stride[d] = r[static_cast<size_t>(d)].stride;
+    w.pad[d] = r[static_cast<size_t>(d)].pad;
+  }
+  return for_float(a, a.in(1).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, MaxPoolGrad<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), w}, elements(a.in(1)));
+  });
+}
+
+// out = in under a strided index space, any dtype (the bases already folded into the pointers).
+Result<OwnKernel> strided_copy(const Args& a, const Launcher& l, const void* src, void* dst, const Strided& g,
+                               int64_t n) {
+  return with_element(a.out(0).dtype, [&]<class E>() -> Result<OwnKernel> {
+    return single(l, StridedCopy<E>{static_cast<const E*>(src), static_cast<E*>(dst), g}, n);
+  });
+}
+
+const std::byte* in_bytes(const Args& a, size_t i) { return static_cast<const std::byte*>(a.call.inputs[i].data); }
+std::byte* out_bytes(const Args& a, size_t i) { return static_cast<std::byte*>(a.call.outputs[i].data); }
+
+Result<OwnKernel> broadcast_to(const Args& a, const Launcher& l) {
+  const Shape& y = a.out(0).shape;
+  Strided g = LMS_TRY(strided(a, y, LMS_TRY(reference::broadcast_strides(a, a.in(0).shape, y)), reference::strides_of(y)));
+  return strided_copy(a, l, in_bytes(a, 0), out_bytes(a, 0), g, elements(a.out(0)));
+}
+
+Result<OwnKernel> transpose(const Args& a, const Launcher& l) {
+  const TensorType &x = a.in(0), &y = a.out(0);
+  const IntList perm = a.c.ints("perm");
+  std::vector<int64_t> xs = reference::strides_of(x.shape), walk(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) walk[i] = xs[static_cast<size_t>(perm[i])];  // checked by the shape rule
+  Strided g = LMS_TRY(strided(a, y.shape, walk, reference::strides_of(y.shape)));
+  return strided_copy(a, l, in_bytes(a, 0), out_bytes(a, 0), g, elements(y));
+}
+
+Result<OwnKernel> concat(const Args& a, const Launcher& l) {
+  const TensorType& y = a.out(0);
+  const int axis = LMS_TRY(reference::axis_attr(a, "axis", y.rank()));
+  const std::vector<int64_t> ys = reference::strides_of(y.shape);
+  const auto size = static_cast<size_t>(dtype_size(y.dtype));
+  std::vector<Step> steps;
+  int64_t at = 0;  // the input's first index along the axis
+  for (size_t t = 0; t < a.num_inputs(); ++t) {
+    const Shape& s = a.in(t).shape;
+    Strided g = LMS_TRY(strided(a, s, reference::strides_of(s), ys));
+    std::byte* dst = out_bytes(a, 0) + static_cast<size_t>(at * ys[static_cast<size_t>(axis)]) * size;
+    OwnKernel k = LMS_TRY(strided_copy(a, l, in_bytes(a, t), dst, g, elements(a.in(t))));
+    steps.push_back(std::move(k));
+    at += s[static_cast<size_t>(axis)];
+  }
+  return sequence(std::move(steps));
+}
+
+// slice (x -> y) and slice_grad (dy -> zeros with dy at [start, end)): `whole` is the tensor with the full axis.
+Result<OwnKernel> slice(const Args& a, const Launcher& l, bool grad) {
+  const TensorType& whole = grad ? a.out(0) : a.in(0);
+  const TensorType& part = grad ? a.in(0) : a.out(0);
+  const int axis = LMS_TRY(reference::axis_attr(a, "axis", whole.rank()));
+  const std::vector<int64_t> ws = reference::strides_of(whole.shape), ps = reference::strides_of(part.shape);
+  const auto skip = static_cast<size_t>(a.c.i("start") * ws[static_cast<size_t>(axis)] * dtype_size(whole.dtype));
+  if (!grad) {
+    Strided g = LMS_TRY(strided(a, part.shape, ws, ps));
+    return strided_copy(a, l, in_bytes(a, 0) + skip, out_bytes(a, 0), g, elements(part));
+  }
+  Strided g = LMS_TRY(strided(a, part.shape, ps, ws));
+  OwnKernel place = LMS_TRY(strided_copy(a, l, in_bytes(a, 0), out_bytes(a, 0) + skip, g, elements(part)));
+  void* dx = out_bytes(a, 0);
+  const int64_t bytes = whole.bytes();
+  return sequence({[l, dx, bytes] { return zero_bytes(l, dx, bytes); }, std::move(place)});
+}
+
+Result<OwnKernel> reshape(const Args& a, const Launcher& l) {
+  void* dst = a.call.outputs[0].data;
+  const void* src = a.call.inputs[0].data;
+  const int64_t bytes = a.out(0).bytes();
+  return sequence({[l, dst, src, bytes] { return copy_bytes(l, dst, src, bytes); }});
+}
+
+Result<OwnKernel> softmax(const Args& a, const Launcher& l) {
+  const TensorType& x = a.in(0);
+  const int axis = LMS_TRY(reference::axis_attr(a, "axis", x.rank()));
+  const bool causal = a.c.b("causal");
+  if (causal && (axis != x.rank() - 1 || x.rank() < 2))
+    return fail("causal {} needs rank >= 2 and the last axis, got axis {} of {}", a.name(), axis, to_string(x));
+  const reference::AxisSplit s = reference::split_at(x.shape, axis);
+  const int64_t rows = causal ? x.shape[static_cast<size_t>(x.rank() - 2)] : 1;
+  return for_float(a, x.dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, Softmax<T>{in<T>(a, 0), out<T>(a, 0), s.dim, s.inner, causal, rows}, s.outer * s.inner);
+  });
+}
+
+Result<OwnKernel> softmax_grad(const Args& a, const Launcher& l) {
+  const TensorType& y = a.in(1);
+  const int axis = LMS_TRY(reference::axis_attr(a, "axis", y.rank()));
+  const reference::AxisSplit s = reference::split_at(y.shape, axis);
+  return for_float(a, y.dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, SoftmaxGrad<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), s.dim, s.inner}, s.outer * s.inner);
+  });
+}
+
+Result<OwnKernel> embedding(const Args& a, const Launcher& l) {
+  const TensorType& table = a.in(0);
+  const int64_t width = table.shape[1], vocab = table.shape[0];
+  return with_element(table.dtype, [&]<class E>() -> Result<OwnKernel> {
+    return single(l,
+                  EmbeddingGather<E>{static_cast<const E*>(a.call.inputs[0].data), ids_of(a.call.inputs[1]),
+                                     static_cast<E*>(a.call.outputs[0].data), width, vocab, l.status},
+                  elements(a.out(0)));
+  });
+}
+
+// embedding_grad's workspace: first[V+1], next[V], order[N], int64 each.
+int64_t embedding_grad_workspace(const TensorType& ids, const TensorType& dtable) {
+  return (2 * dtable.shape[0] + 1 + ids.num_elements()) * static_cast<int64_t>(sizeof(int64_t));
+}
+
+Result<OwnKernel> embedding_grad(const Args& a, const Launcher& l) {
+  const TensorType &ids = a.in(1), &dtable = a.out(0);
+  const int64_t vocab = dtable.shape[0], width = dtable.shape[1], n = ids.num_elements();
+  auto* first = static_cast<int64_t*>(a.call.workspace);
+  int64_t* next = first + vocab + 1;
+  int64_t* order = next + vocab;
+  EmbeddingGradSort sort{ids_of(a.call.inputs[1]), n, vocab, first, next, order, l.status};
+  return for_float(a, dtable.dtype, [&]<class T>() -> Result<OwnKernel> {
+    return sequence({step(l, sort, 1),
+                     step(l, EmbeddingGradRows<T>{in<T>(a, 0), first, order, out<T>(a, 0), width}, vocab * width)});
+  });
+}
+
+Result<OwnKernel> layer_norm(const Args& a, const Launcher& l) {
+  const Shape& x = a.in(0).shape;
+  const int64_t width = x.back(), rows = reference::product(x, 0, x.size() - 1);
+  if (width == 0) return fail("{} of {} normalizes over an empty last dimension", a.name(), to_string(a.in(0)));
+  const double eps = a.c.f("eps");
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l,
+                  LayerNorm<T>{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), out<T>(a, 1), out<T>(a, 2), width,
+                               eps},
+                  rows);
+  });
+}
+
+Result<OwnKernel> layer_norm_grad(const Args& a, const Launcher& l) {
+  const Shape& x = a.in(1).shape;
+  const int64_t width = x.back(), rows = reference::product(x, 0, x.size() - 1);
+  if (width == 0) return fail("{} of {} normalizes over an empty last dimension", a.name(), to_string(a.in(1)));
+  return for_float(a, a.in(1).dtype, [&]<class T>() -> Result<OwnKernel> {
+    const T *dy = in<T>(a, 0), *xp = in<T>(a, 1), *gamma = in<T>(a, 2), *mean = in<T>(a, 3), *invstd = in<T>(a, 4);
+    return sequence({step(l, LayerNormGradRows<T>{dy, xp, gamma, mean, invstd, out<T>(a, 0), width}, rows),
+                     step(l, LayerNormGradColumns<T>{dy, xp, mean, invstd, out<T>(a, 1), out<T>(a, 2), width, rows},
+                          width)});
+  });
+}
+
+Result<OwnKernel> bn_running_update(const Args& a, const Launcher& l) {
+  const double momentum = reference::number_attr(a, "momentum"), eps = reference::number_attr(a, "eps"),
+               count = reference::number_attr(a, "count");
+  if (!(count >= 2))
+    return fail("{} attribute 'count' = {} must be at least 2 (the unbiased variance divides by count - 1)", a.name(),
+                count);
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l,
+                  BnRunningUpdate<T>{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), in<T>(a, 3), out<T>(a, 0), out<T>(a, 1),
+                                     momentum, eps, count / (count - 1)},
+                  elements(a.in(0)));
+  });
+}
+
+// logits [N, C, *sp] as positions N*S and classes C.
+struct LossShape {
+  int64_t classes = 0, spatial = 1, positions = 0;
+};
+LossShape loss_shape(const TensorType& logits) {
+  LossShape s;
+  s.classes = logits.shape[1];
+  s.spatial = reference::product(logits.shape, 2, logits.shape.size());
+  s.positions = logits.shape[0] * s.spatial;
+  return s;
+}
+
+Result<OwnKernel> cross_entropy(const Args& a, const Launcher& l) {
+  const LossShape s = loss_shape(a.in(0));
+  auto* lse = static_cast<double*>(a.call.workspace);
+  double* term = lse + s.positions;
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    CrossEntropyRows<T> rows{in<T>(a, 0), ids_of(a.call.inputs[1]), lse, term, s.classes, s.spatial, l.status};
+    return sequence(
+        {step(l, rows, s.positions), step(l, MeanOfTerms{term, s.positions, scalar_of(a.call.outputs[0])}, 1)});
+  });
+}
+
+Result<OwnKernel> cross_entropy_grad(const Args& a, const Launcher& l) {
+  const LossShape s = loss_shape(a.in(1));
+  auto* lse = static_cast<double*>(a.call.workspace);
+  return for_float(a, a.in(1).dtype, [&]<class T>() -> Result<OwnKernel> {
+    const Ids labels = ids_of(a.call.inputs[2]);
+    CrossEntropyRows<T> rows{in<T>(a, 1), labels, lse, nullptr, s.classes, s.spatial, l.status};
+    CrossEntropyGrad<T> grad{scalar_of(a.call.inputs[0]), in<T>(a, 1), labels, lse, out<T>(a, 0),
+                             s.classes, s.spatial, s.positions, l.status};
+    return sequence({step(l, rows, s.positions), step(l, grad, elements(a.out(0)))});
+  });
+}
+
+Result<OwnKernel> sgd_update(const Args& a, const Launcher& l) {
+  const double lr = a.c.f("lr"), wd = a.c.f("weight_decay");
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, SgdUpdate<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), lr, wd}, elements(a.in(0)));
+  });
+}
+
+Result<OwnKernel> momentum_update(const Args& a, const Launcher& l) {
+  const double lr = a.c.f("lr"), momentum = a.c.f("momentum"), wd = a.c.f("weight_decay");
+  const bool nesterov = a.c.b("nesterov");
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l,
+                  MomentumUpdate<T>{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), out<T>(a, 1), lr, momentum, wd,
+                                    nesterov},
+                  elements(a.in(0)));
+  });
+}
+
+Result<OwnKernel> adam_update(const Args& a, const Launcher& l) {
+  if (a.in(3).num_elements() != 1 || !is_float(a.in(3).dtype) || a.in(3).dtype == DType::f16 ||
+      a.in(3).dtype == DType::bf16)
+    return fail("{} step counter t must be an f32 or f64 scalar, got {}", a.name(), to_string(a.in(3)));
+  const double lr = a.c.f("lr"), b1 = a.c.f("beta1"), b2 = a.c.f("beta2"), eps = a.c.f("eps"),
+               wd = a.c.f("weight_decay");
+  const Scalar t = scalar_of(a.call.inputs[3]), t_out = scalar_of(a.call.outputs[3]);
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    AdamUpdate<T> update{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), in<T>(a, 4), t, out<T>(a, 0), out<T>(a, 1),
+                         out<T>(a, 2), lr, b1, b2, eps, wd};
+    return sequence({step(l, update, elements(a.in(0))), step(l, AdamStep{t, t_out}, 1)});
+  });
+}
+
+}  // namespace
+
+bool is_own_op(Op op) {
+  switch (op) {
+    case Op::constant:
+    case Op::relu:
+    case Op::gelu:
+    case Op::add:
+    case Op::mul:
+    case Op::scale:
+    case Op::bias_add:
+    case Op::global_avg_pool:
+    case Op::reshape:
+    case Op::transpose:
+    case Op::concat:
+    case Op::slice:
+    case Op::softmax:
+    case Op::embedding:
+    case Op::mean:
+    case Op::reduce_sum:
+    case Op::cross_entropy:
+    case Op::sgd_update:
+    case Op::momentum_update:
+    case Op::adam_update:
+    case Op::relu_grad:
+    case Op::gelu_grad:
+    case Op::layer_norm:
+    case Op::layer_norm_grad:
+    case Op::softmax_grad:
+    case Op::embedding_grad:
+    case Op::cross_entropy_grad:
+    case Op::broadcast_to:
+    case Op::sum_to:
+    case Op::slice_grad:
+    case Op::bn_running_update:
+    case Op::max_pool_grad: return true;
+    default: return false;
+  }
+}
+
+Result<int64_t> own_workspace_bytes(const KernelCall& call) {
+  const auto doubles = [](int64_t n) { return n * static_cast<int64_t>(sizeof(double)); };
+  switch (call.op) {
+    case Op::cross_entropy:
+      if (call.inputs.size() != 2) break;
+      return doubles(2 * loss_shape(*call.inputs[0].type).positions);
+    case Op::cross_entropy_grad:
+      if (call.inputs.size() != 3) break;
+      return doubles(loss_shape(*call.inputs[1].type).positions);
+    case Op::embedding_grad:
+      if (call.inputs.size() != 2 || call.outputs.size() != 1 || call.outputs[0].type->rank() != 2) break;
+      return embedding_grad_workspace(*call.inputs[1].type, *call.outputs[0].type);
+    default: return int64_t{0};
+  }
+  return fail("cuda backend: {} call has the wrong number of operands", op_def(call.op).name);
+}
+
+Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, const Launcher& l) {
+  if (!is_own_op(call.op)) return std::optional<OwnKernel>{};
+  LMS_TRY_VOID(check_kernel_call(call));
+  const int64_t need = LMS_TRY(own_workspace_bytes(call));
+  if (call.workspace_bytes < need || (need > 0 && call.workspace == nullptr))
+    return fail("cuda backend: {} needs a workspace of {} bytes, the call has {}", op_def(call.op).name, need,
+                call.workspace_bytes);
+  const Args a(call);
+  Result<OwnKernel> k = [&]() -> Result<OwnKernel> {
+    switch (call.op) {
+      case Op::constant: return constant(a, l);
+      case Op::relu: return unary(a, l, UnaryKind::relu);
+      case Op::gelu: return unary(a, l, UnaryKind::gelu);
+      case Op::scale: return unary(a, l, UnaryKind::scale, a.c.f("factor"));
+      case Op::add: return broadcast_binary(a, l, BinaryKind::add);
+      case Op::mul: return broadcast_binary(a, l, BinaryKind::mul);
+      case Op::bias_add: return bias_add(a, l);
+      case Op::relu_grad: return activation_grad(a, l, GradKind::relu);
+      case Op::gelu_grad: return activation_grad(a, l, GradKind::gelu);
+      case Op::global_avg_pool: return global_avg_pool(a, l);
+      case Op::max_pool_grad: return max_pool_grad(a, l);
+      case Op::mean: return mean_or_sum(a, l, true);
+      case Op::reduce_sum: return mean_or_sum(a, l, false);
+      case Op::sum_to: return sum_to(a, l);
+      case Op::broadcast_to: return broadcast_to(a, l);
+      case Op::reshape: return reshape(a, l);
+      case Op::transpose: return transpose(a, l);
+      case Op::concat: return concat(a, l);
+      case Op::slice: return slice(a, l, false);
+      case Op::slice_grad: return slice(a, l, true);
+      case Op::softmax: return softmax(a, l);
+      case Op::softmax_grad: return softmax_grad(a, l);
+      case Op::embedding: return embedding(a, l);
+      case Op::embedding_grad: return embedding_grad(a, l);
+      case Op::layer_norm: return layer_norm(a, l);
+      case Op::layer_norm_grad: return layer_norm_grad(a, l);
+      case Op::bn_running_update: return bn_running_update(a, l);
+      case Op::cross_entropy: return cross_entropy(a, l);
+      case Op::cross_entropy_grad: return cross_entropy_grad(a, l);
+      case Op::sgd_update: return sgd_update(a, l);
+      case Op::momentum_update: return momentum_update(a, l);
+      case Op::adam_update: return adam_update(a, l);
+      default: return fail("cuda backend: {} is not an own kernel", a.name());
+    }
+  }();
+  if (!k) return std::unexpected(k.error());
+  return std::optional<OwnKernel>(std::move(*k));
+}
+
+}  // namespace lms::cuda

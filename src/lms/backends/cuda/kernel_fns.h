@@ -1,0 +1,594 @@
+// The cuda backend's own kernels as element functions: each struct below computes the outputs of one index
+// `i` of its launch (an element, a row, a channel, a column; one `i` for the few sequential pieces), with every
+// operand and geometry in plain fields. The same code runs on the GPU (cuda_kernels.cu launches it over a grid)
+// and on the host (tests run the whole own-kernel dispatcher, cuda_ops.cc, in host mode against the reference
+// backend), so the index arithmetic and numerics CI checks are the ones the GPU runs. Plain C++20, no CUDA or
+// LMS headers: nvcc compiles it as C++20, g++ as C++23.
+// Numerics follow Note [Reference accumulation]: each element is computed in double from its operands and
+// rounded once; each sum runs sequentially in one thread in the reference's order, in double. That makes the
+// own kernels bit-identical to the reference on most ops (the tests say which), and deterministic everywhere:
+// no atomics, no order that depends on scheduling.
+// Invalid ids or labels (outside [0, bound)) cannot be returned from a kernel: the element writes 0 and stores
+// a code into `*status` (host-mapped memory the backend checks after each step; see cuda_backend.h).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#ifdef __CUDACC__
+#define LMS_HD __host__ __device__
+#else
+#define LMS_HD
+#endif
+
+namespace lms::cuda {
+
+inline constexpr int kMaxDims = 8;  // tensor rank the strided functions handle (the dispatcher checks it)
+
+// Status codes a kernel may store into `*status` (0: fine).
+enum StatusCode : int32_t { kStatusOk = 0, kStatusBadId = 1, kStatusBadLabel = 2 };
+
+// A row-major index space of up to kMaxDims dimensions and two stride sets over it (elements, not bytes).
+struct Strided {
+  int rank = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t a[kMaxDims] = {};  // strides of operand a (0 along broadcast dimensions)
+  int64_t b[kMaxDims] = {};  // strides of operand b
+  // The offsets of element `i` of `shape` (row-major) in a and b.
+  LMS_HD void offsets(int64_t i, int64_t& oa, int64_t& ob) const {
+    oa = 0;
+    ob = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      const int64_t idx = i % shape[d];
+      i /= shape[d];
+      oa += idx * a[d];
+      ob += idx * b[d];
+    }
+  }
+};
+
+// An id or label tensor, i32 or i64.
+struct Ids {
+  const void* data = nullptr;
+  bool is64 = false;
+  LMS_HD int64_t at(int64_t i) const {
+    return is64 ? static_cast<const int64_t*>(data)[i] : static_cast<const int32_t*>(data)[i];
+  }
+};
+
+// A float scalar read or written in its own dtype (f32 or f64).
+struct Scalar {
+  void* data = nullptr;
+  bool is64 = false;
+  LMS_HD double load() const {
+    return is64 ? *static_cast<const double*>(data) : static_cast<double>(*static_cast<const float*>(data));
+  }
+  LMS_HD void store(double v) const {
+    if (is64)
+      *static_cast<double*>(data) = v;
+    else
+      *static_cast<float*>(data) = static_cast<float>(v);
+  }
+};
+
+// Phi(x) and phi(x), written as the reference writes them (the same doubles, so the same roundings).
+LMS_HD inline double normal_cdf(double x) { return 0.5 * (1 + erf(x / 1.4142135623730951)); }  // sqrt(2)
+LMS_HD inline double normal_pdf(double x) { return exp(-0.5 * x * x) / sqrt(2 * 3.141592653589793); }
+
+// ---- fills, elementwise ----
+
+// y[i] = value (any dtype of size sizeof(E); `value` already converted to it).
+template <class E>
+struct Fill {
+  E* y;
+  E value;
+  LMS_HD void operator()(int64_t i) const { y[i] = value; }
+};
+
+enum class UnaryKind : int32_t { relu, gelu, scale };
+// y[i] = f(x[i]); may run in place.
+template <class T>
+struct Unary {
+  const T* x;
+  T* y;
+  UnaryKind kind;
+  double factor;  // scale's
+  LMS_HD void operator()(int64_t i) const {
+    const double v = static_cast<double>(x[i]);
+    double r = 0;
+    switch (kind) {
+      case UnaryKind::relu: r = v != v ? v : (v > 0 ? v : 0); break;  // NaN propagates
+      case UnaryKind::gelu: r = v * normal_cdf(v); break;
+      case UnaryKind::scale: r = v * factor; break;
+    }
+    y[i] = static_cast<T>(r);
+  }
+};
+
+enum class GradKind : int32_t { relu, gelu };
+// dx[i] = dy[i] * f'(at[i]) for same-shaped operands (relu_grad reads y, gelu_grad reads x).
+template <class T>
+struct ActivationGrad {
+  const T* dy;
+  const T* at;
+  T* dx;
+  GradKind kind;
+  LMS_HD void operator()(int64_t i) const {
+    const double d = static_cast<double>(dy[i]), v = static_cast<double>(at[i]);
+    const double r = kind == GradKind::relu ? (v > 0 ? d : 0) : d * (normal_cdf(v) + v * normal_pdf(v));
+    dx[i] = static_cast<T>(r);
+  }
+};
+
+enum class BinaryKind : int32_t { add, mul };
+// y = a (op) b under NumPy broadcasting; geometry.shape is y's shape.
+template <class T>
+struct BroadcastBinary {
+  const T* a;
+  const T* b;
+  T* y;
+  BinaryKind kind;
+  Strided geometry;
+  LMS_HD void operator()(int64_t i) const {
+    int64_t oa = 0, ob = 0;
+    geometry.offsets(i, oa, ob);
+    const double p = static_cast<double>(a[oa]), q = static_cast<double>(b[ob]);
+    y[i] = static_cast<T>(kind == BinaryKind::add ? p + q : p * q);
+  }
+};
+
+// y = x + bias along one axis of x viewed as [outer, dim, inner].
+template <class T>
+struct BiasAdd {
+  const T* x;
+  const T* bias;
+  T* y;
+  int64_t dim, inner;
+  LMS_HD void operator()(int64_t i) const {
+    y[i] = static_cast<T>(static_cast<double>(x[i]) + static_cast<double>(bias[(i / inner) % dim]));
+  }
+};
+
+// ---- data movement ----
+
+// out[offset_b(i)] = in[offset_a(i)] over the index space `geometry` (elements of sizeof(E) bytes): transpose,
+// broadcast_to, slice, slice_grad's placement, one input of a concat.
+template <class E>
+struct StridedCopy {
+  const E* in;
+  E* out;
+  Strided geometry;
+  LMS_HD void operator()(int64_t i) const {
+    int64_t oa = 0, ob = 0;
+    geometry.offsets(i, oa, ob);
+    out[ob] = in[oa];
+  }
+};
+
+// y[i] = table[ids[i / width], i % width] (elements of sizeof(E) bytes).
+template <class E>
+struct EmbeddingGather {
+  const E* table;
+  Ids ids;
+  E* y;
+  int64_t width, vocab;
+  int32_t* status;
+  LMS_HD void operator()(int64_t i) const {
+    const int64_t id = ids.at(i / width);
+    if (id < 0 || id >= vocab) {
+      *status = kStatusBadId;
+      y[i] = E{};
+      return;
+    }
+    y[i] = table[id * width + i % width];
+  }
+};
+
+// One sequential step (launch size 1): the positions of each id in ascending order, by a stable counting sort:
+// order[first[v] .. first[v+1]) are the positions p with ids[p] == v. `first` has vocab + 1 entries, `next`
+// vocab (scratch). Out-of-range ids are counted nowhere (status set; EmbeddingGather-style).
+struct EmbeddingGradSort {
+  Ids ids;
+  int64_t n, vocab;
+  int64_t* first;
+  int64_t* next;
+  int64_t* order;
+  int32_t* status;
+  LMS_HD void operator()(int64_t) const {
+    for (int64_t v = 0; v <= vocab; ++v) first[v] = 0;
+    for (int64_t p = 0; p < n; ++p) {
+      const int64_t id = ids.at(p);
+      if (id < 0 || id >= vocab) {
+        *status = kStatusBadId;
+        continue;
+      }
+      ++first[id + 1];
+    }
+    for (int64_t v = 1; v <= vocab; ++v) first[v] += first[v - 1];
+    for (int64_t v = 0; v < vocab; ++v) next[v] = first[v];
+    for (int64_t p = 0; p < n; ++p) {
+      const int64_t id = ids.at(p);
+      if (id >= 0 && id < vocab) order[next[id]++] = p;
+    }
+  }
+};
+
+// dtable[v, c] = sum of dy[p, c] over the positions p of id v, ascending (one index per table element).
+template <class T>
+struct EmbeddingGradRows {
+  const T* dy;
+  const int64_t* first;
+  const int64_t* order;
+  T* dtable;
+  int64_t width;
+  LMS_HD void operator()(int64_t i) const {
+    const int64_t v = i / width, c = i % width;
+    double acc = 0;
+    for (int64_t j = first[v]; j < first[v + 1]; ++j) acc += static_cast<double>(dy[order[j] * width + c]);
+    dtable[i] = static_cast<T>(acc);
+  }
+};
+
+// ---- reductions ----
+
+// One output element per index: the sum of the input elements that map to it, in row-major input order,
+// accumulated in A (double for floats, int64 for integers), then `divide ? acc / factor : acc * factor`.
+// `geometry.shape` is the input's shape, `geometry.a` its strides, `geometry.b` the output's stride per input
+// dimension (0 along the reduced dimensions). `reduced` is the number of input elements per output.
+template <class T, class A>
+struct Reduce {
+  const T* x;
+  T* y;
+  Strided geometry;
+  int64_t reduced;
+  double factor;
+  bool divide;
+  LMS_HD void operator()(int64_t o) const {
+    // The input offset of this output's first element, then of each reduced element in row-major order.
+    int64_t base = 0;
+    for (int d = 0; d < geometry.rank; ++d)
+      if (geometry.b[d] != 0) base += ((o / geometry.b[d]) % geometry.shape[d]) * geometry.a[d];
+    A acc = 0;
+    for (int64_t r = 0; r < reduced; ++r) {
+      int64_t rest = r, off = base;
+      for (int d = geometry.rank - 1; d >= 0; --d) {
+        if (geometry.b[d] != 0) continue;
+        off += (rest % geometry.shape[d]) * geometry.a[d];
+        rest /= geometry.shape[d];
+      }
+      acc += static_cast<A>(x[off]);
+    }
+    y[o] = finish(acc);
+  }
+  LMS_HD T finish(A acc) const {
+    if constexpr (std::is_integral_v<A>) {  // integer sums: no factor
+      return static_cast<T>(acc);
+    } else {
+      return static_cast<T>(divide ? acc / factor : acc * factor);
+    }
+  }
+};
+
+// ---- pooling ----
+
+// Pooling geometry: up to 3 spatial dimensions, lower ranks padded at the front with trivial ones (as the
+// reference's Windows), dilation 1.
+struct PoolWindows {
+  int64_t in[3], out[3], k[3], stride[3], pad[3];
+  LMS_HD int64_t in_plane() const { return in[0] * in[1] * in[2]; }
+  LMS_HD int64_t out_plane() const { return out[0] * out[1] * out[2]; }
+  // The input-plane offset of the first maximum of output (o0, o1, o2)'s window in row-major window order,
+  // skipping padding; a NaN counts as the maximum (the first one wins). The reference's window_argmax.
+  template <class T>
+  LMS_HD int64_t argmax(const T* plane, int64_t o0, int64_t o1, int64_t o2) const {
+    int64_t best = -1;
+    for (int64_t k0 = 0; k0 < k[0]; ++k0) {
+      const int64_t i0 = o0 * stride[0] - pad[0] + k0;
+      if (i0 < 0 || i0 >= in[0]) continue;
+      for (int64_t k1 = 0; k1 < k[1]; ++k1) {
+        const int64_t i1 = o1 * stride[1] - pad[1] + k1;
+        if (i1 < 0 || i1 >= in[1]) continue;
+        for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+          const int64_t i2 = o2 * stride[2] - pad[2] + k2;
+          if (i2 < 0 || i2 >= in[2]) continue;
+          const int64_t i = (i0 * in[1] + i1) * in[2] + i2;
+          if (best < 0) {
+            best = i;
+            continue;
+          }
+          const T v = plane[i], b = plane[best];
+          if (!(b != b) && (v > b || v != v)) best = i;
+        }
+      }
+    }
+    return best;
+  }
+  // The outputs along dimension d whose windows hold input position i: [first, last] (empty when first > last).
+  LMS_HD void covering(int d, int64_t i, int64_t& first, int64_t& last) const {
+    const int64_t hi = i + pad[d];  // o*stride <= i + pad, and o*stride + k - 1 >= i + pad
+    const int64_t lo = hi - k[d] + 1;
+    first = lo <= 0 ? 0 : (lo + stride[d] - 1) / stride[d];
+    last = hi / stride[d];
+    if (last > out[d] - 1) last = out[d] - 1;
+  }
+};
+
+// max_pool_grad by gathering, one input element per index: the sum of the dy elements whose window's first
+// maximum is this element, in ascending output order, in double (the reference scatters in that order into a
+// double accumulator, so the sums are the same).
+template <class T>
+struct MaxPoolGrad {
+  const T *dy, *x;
+  T* dx;
+  PoolWindows w;
+  LMS_HD void operator()(int64_t i) const {
+    const int64_t plane = i / w.in_plane(), at = i % w.in_plane();
+    const int64_t i2 = at % w.in[2], i1 = (at / w.in[2]) % w.in[1], i0 = at / (w.in[2] * w.in[1]);
+    const T* xp = x + plane * w.in_plane();
+    const T* dyp = dy + plane * w.out_plane();
+    int64_t f0, l0, f1, l1, f2, l2;
+    w.covering(0, i0, f0, l0);
+    w.covering(1, i1, f1, l1);
+    w.covering(2, i2, f2, l2);
+    double acc = 0;
+    for (int64_t o0 = f0; o0 <= l0; ++o0)
+      for (int64_t o1 = f1; o1 <= l1; ++o1)
+        for (int64_t o2 = f2; o2 <= l2; ++o2)
+          if (w.argmax(xp, o0, o1, o2) == at) acc += static_cast<double>(dyp[(o0 * w.out[1] + o1) * w.out[2] + o2]);
+    dx[i] = static_cast<T>(acc);
+  }
+};
+
+// ---- softmax ----
+
+// One (outer, inner) line of x viewed as [outer, dim, inner] per index; causal: line o keeps the first
+// o % rows + 1 entries (rows = the size of dimension -2) and the rest are exactly 0.
+template <class T>
+struct Softmax {
+  const T* x;
+  T* y;
+  int64_t dim, inner;
+  bool causal;
+  int64_t rows;
+  LMS_HD void operator()(int64_t line) const {
+    const int64_t o = line / inner, in = line % inner, base = o * dim * inner + in;
+    int64_t kept = dim;
+    if (causal && o % rows + 1 < dim) kept = o % rows + 1;
+    double max = -INFINITY;
+    for (int64_t j = 0; j < kept; ++j) max = fmax(max, static_cast<double>(x[base + j * inner]));
+    double sum = 0;
+    for (int64_t j = 0; j < kept; ++j) sum += exp(static_cast<double>(x[base + j * inner]) - max);
+    for (int64_t j = 0; j < dim; ++j)
+      y[base + j * inner] = j < kept ? static_cast<T>(exp(static_cast<double>(x[base + j * inner]) - max) / sum) : T(0);
+  }
+};
+
+template <class T>
+struct SoftmaxGrad {
+  const T* dy;
+  const T* y;
+  T* dx;
+  int64_t dim, inner;
+  LMS_HD void operator()(int64_t line) const {
+    const int64_t base = (line / inner) * dim * inner + line % inner;
+    double dot = 0;
+    for (int64_t j = 0; j < dim; ++j) dot += static_cast<double>(dy[base + j * inner]) * static_cast<double>(y[base + j * inner]);
+    for (int64_t j = 0; j < dim; ++j) {
+      const int64_t i = base + j * inner;
+      dx[i] = static_cast<T>(static_cast<double>(y[i]) * (static_cast<double>(dy[i]) - dot));
+    }
+  }
+};
+
+// ---- normalization ----
+
+// layer_norm of one row (the last dimension, `width` long) per index.
+template <class T>
+struct LayerNorm {
+  const T *x, *gamma, *beta;
+  T *y, *mean, *invstd;
+  int64_t width;
+  double eps;
+  LMS_HD void operator()(int64_t r) const {
+    const T* xr = x + r * width;
+    T* yr = y + r * width;
+    double sum = 0;
+    for (int64_t j = 0; j < width; ++j) sum += static_cast<double>(xr[j]);
+    const double m = sum / static_cast<double>(width);
+    double sq = 0;
+    for (int64_t j = 0; j < width; ++j) {
+      const double d = static_cast<double>(xr[j]) - m;
+      sq += d * d;
+    }
+    const double is = 1 / sqrt(sq / static_cast<double>(width) + eps);
+    for (int64_t j = 0; j < width; ++j)
+      yr[j] = static_cast<T>(static_cast<double>(gamma[j]) * (static_cast<double>(xr[j]) - m) * is +
+                             static_cast<double>(beta[j]));
+    mean[r] = static_cast<T>(m);
+    invstd[r] = static_cast<T>(is);
+  }
+};
+
+// layer_norm_grad's dx, one row per index.
+template <class T>
+struct LayerNormGradRows {
+  const T *dy, *x, *gamma, *mean, *invstd;
+  T* dx;
+  int64_t width;
+  LMS_HD void operator()(int64_t r) const {
+    const T *xr = x + r * width, *dyr = dy + r * width;
+    const double m = static_cast<double>(mean[r]), is = static_cast<double>(invstd[r]), n = static_cast<double>(width);
+    double sum_dxhat = 0, sum_dxhat_xhat = 0;
+    for (int64_t j = 0; j < width; ++j) {
+      const double xhat = (static_cast<double>(xr[j]) - m) * is;
+      const double dxhat = static_cast<double>(dyr[j]) * static_cast<double>(gamma[j]);
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      const double xhat = (static_cast<double>(xr[j]) - m) * is;
+      const double dxhat = static_cast<double>(dyr[j]) * static_cast<double>(gamma[j]);
+      dx[r * width + j] = static_cast<T>(is / n * (n * dxhat - sum_dxhat - xhat * sum_dxhat_xhat));
+    }
+  }
+};
+
+// layer_norm_grad's dgamma and dbeta, one column per index, summed over the rows in ascending order.
+template <class T>
+struct LayerNormGradColumns {
+  const T *dy, *x, *mean, *invstd;
+  T *dgamma, *dbeta;
+  int64_t width, rows;
+  LMS_HD void operator()(int64_t j) const {
+    double sg = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double xhat = (static_cast<double>(x[r * width + j]) - static_cast<double>(mean[r])) *
+                          static_cast<double>(invstd[r]);
+      const double d = static_cast<double>(dy[r * width + j]);
+      sg += d * xhat;
+      sb += d;
+    }
+    dgamma[j] = static_cast<T>(sg);
+    dbeta[j] = static_cast<T>(sb);
+  }
+};
+
+// bn_running_update, one channel per index (see the reference's norm.cc for the formulas).
+template <class T>
+struct BnRunningUpdate {
+  const T *rm, *rv, *mean, *invstd;
+  T *rm_out, *rv_out;
+  double momentum, eps, correction;
+  LMS_HD void operator()(int64_t c) const {
+    const double is = static_cast<double>(invstd[c]);
+    const double var = 1 / (is * is) - eps;
+    const double new_rm = (1 - momentum) * static_cast<double>(rm[c]) + momentum * static_cast<double>(mean[c]);
+    const double new_rv = (1 - momentum) * static_cast<double>(rv[c]) + momentum * var * correction;
+    rm_out[c] = static_cast<T>(new_rm);
+    rv_out[c] = static_cast<T>(new_rv);
+  }
+};
+
+// ---- losses ----
+
+// Per position p of logits [N, C, S] (p = n*S + s): the log-sum-exp over the classes into lse[p], and the
+// loss term lse - logits[label] into term[p] (both double, in the node's workspace).
+template <class T>
+struct CrossEntropyRows {
+  const T* logits;
+  Ids labels;
+  double* lse;
+  double* term;  // null: the gradient needs only lse
+  int64_t classes, spatial;
+  int32_t* status;
+  LMS_HD void operator()(int64_t p) const {
+    const int64_t base = (p / spatial) * classes * spatial + p % spatial;
+    double max = -INFINITY;
+    for (int64_t c = 0; c < classes; ++c) max = fmax(max, static_cast<double>(logits[base + c * spatial]));
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) sum += exp(static_cast<double>(logits[base + c * spatial]) - max);
+    lse[p] = max + log(sum);
+    if (!term) return;
+    const int64_t label = labels.at(p);
+    if (label < 0 || label >= classes) {
+      *status = kStatusBadLabel;
+      term[p] = 0;
+      return;
+    }
+    term[p] = lse[p] - static_cast<double>(logits[base + label * spatial]);
+  }
+};
+
+// One sequential step (launch size 1): loss = sum of term[0, n) in order / n.
+struct MeanOfTerms {
+  const double* term;
+  int64_t n;
+  Scalar loss;
+  LMS_HD void operator()(int64_t) const {
+    double total = 0;
+    for (int64_t p = 0; p < n; ++p) total += term[p];
+    loss.store(total / static_cast<double>(n));
+  }
+};
+
+// dlogits = dloss * (softmax over the classes - onehot(label)) / positions, one logit per index.
+template <class T>
+struct CrossEntropyGrad {
+  Scalar dloss;
+  const T* logits;
+  Ids labels;
+  const double* lse;
+  T* dlogits;
+  int64_t classes, spatial, positions;
+  int32_t* status;
+  LMS_HD void operator()(int64_t i) const {
+    const int64_t s = i % spatial, c = (i / spatial) % classes, n = i / (spatial * classes);
+    const int64_t p = n * spatial + s;
+    const int64_t label = labels.at(p);
+    if (label < 0 || label >= classes) *status = kStatusBadLabel;
+    const double scale = dloss.load() / static_cast<double>(positions);
+    const double prob = exp(static_cast<double>(logits[i]) - lse[p]);
+    dlogits[i] = static_cast<T>(scale * (prob - (c == label ? 1.0 : 0.0)));
+  }
+};
+
+// ---- optimizer updates (torch.optim semantics; see the reference's update.cc) ----
+
+template <class T>
+struct SgdUpdate {
+  const T *w, *g;
+  T* w_out;
+  double lr, wd;
+  LMS_HD void operator()(int64_t i) const {
+    const double wi = static_cast<double>(w[i]);
+    const double d = static_cast<double>(g[i]) + wd * wi;
+    w_out[i] = static_cast<T>(wi - lr * d);
+  }
+};
+
+template <class T>
+struct MomentumUpdate {
+  const T *w, *v, *g;
+  T *w_out, *v_out;
+  double lr, momentum, wd;
+  bool nesterov;
+  LMS_HD void operator()(int64_t i) const {
+    const double wi = static_cast<double>(w[i]);
+    const double d = static_cast<double>(g[i]) + wd * wi;
+    const T vi = static_cast<T>(momentum * static_cast<double>(v[i]) + d);
+    const double step = nesterov ? d + momentum * static_cast<double>(vi) : static_cast<double>(vi);
+    v_out[i] = vi;
+    w_out[i] = static_cast<T>(wi - lr * step);
+  }
+};
+
+// Each element reads the step counter t before the update (AdamStep writes t + 1 afterwards, in stream order,
+// so an in-place counter is never read half-updated).
+template <class T>
+struct AdamUpdate {
+  const T *w, *m, *v, *g;
+  Scalar t;
+  T *w_out, *m_out, *v_out;
+  double lr, b1, b2, eps, wd;
+  LMS_HD void operator()(int64_t i) const {
+    const double step = static_cast<double>(static_cast<float>(t.load() + 1));  // the counter is f32, rounded
+    const double c1 = 1 - pow(b1, step), c2 = 1 - pow(b2, step);
+    const double wi = static_cast<double>(w[i]);
+    const double d = static_cast<double>(g[i]) + wd * wi;
+    const T mi = static_cast<T>(b1 * static_cast<double>(m[i]) + (1 - b1) * d);
+    const T vi = static_cast<T>(b2 * static_cast<double>(v[i]) + (1 - b2) * d * d);
+    const double m_hat = static_cast<double>(mi) / c1, v_hat = static_cast<double>(vi) / c2;
+    m_out[i] = mi;
+    v_out[i] = vi;
+    w_out[i] = static_cast<T>(wi - lr * m_hat / (sqrt(v_hat) + eps));
+  }
+};
+
+// One sequential step (launch size 1): t_out = t + 1, rounded to the counter's f32.
+struct AdamStep {
+  Scalar t, t_out;
+  LMS_HD void operator()(int64_t) const { t_out.store(static_cast<float>(t.load() + 1)); }
+};
+
+}  // namespace lms::cuda

@@ -1,0 +1,170 @@
+// The cuda backend against the reference backend over the cross-backend table (op_cases.h), in two ways.
+// On the host, in every build: the own-kernel dispatcher (cuda_ops.h) runs its element functions in host loops
+// (kernel_fns.h, the code the GPU runs), as direct kernel calls with a poisoned workspace of exactly
+// own_workspace_bytes: bit-identical to the reference on every own op, since both compute in double in the same
+// order. On the GPU, when one is present (else skipped, saying why): every case as a one-node Program through the
+// Executor on the cuda backend, within cuda_tolerance, and bit-identical when run again.
+#include "backends/op_cases.h"
+
+#include "lms/backends/cuda/cuda_ops.h"
+#include "lms/backends/cuda/kernel_fns.h"
+#include "lms/backends/reference/reference_backend.h"
+#include "lms/runtime/backend_registry.h"
+
+namespace lms {
+namespace {
+
+using namespace op_cases;
+
+// The cuda backend's tolerance for a case (TF32 off). cuDNN and cuBLAS compute in the data type in their own
+// order: convolutions and batch norm 1e-4 (their algorithms split and reorder long sums), max pooling 0 (a
+// selection), matmul and average pooling the table's. The own kernels compute in double in the reference's order
+// with no FMA contraction (--fmad=false), so they give the reference's bits, except where CUDA's exp, log, erf or
+// pow may differ from glibc's in the last double bit, which can flip a rounding: 1e-6 there.
+double cuda_tolerance(const OpCase& c) {
+  switch (c.op) {
+    case Op::conv1d:
+    case Op::conv2d:
+    case Op::conv3d:
+    case Op::conv_transpose1d:
+    case Op::conv_transpose2d:
+    case Op::conv_transpose3d:
+    case Op::conv_backward_data:
+    case Op::conv_backward_filter:
+    case Op::batch_norm:
+    case Op::batch_norm_grad: return 1e-4;
+    case Op::max_pool1d:
+    case Op::max_pool2d:
+    case Op::max_pool3d:
+    case Op::max_pool_grad: return 0;
+    case Op::gelu:
+    case Op::gelu_grad:
+    case Op::softmax:
+    case Op::softmax_grad:
+    case Op::cross_entropy:
+    case Op::cross_entropy_grad:
+    case Op::adam_update: return 1e-6;
+    default: return cuda::is_own_op(c.op) ? 0 : c.tolerance;
+  }
+}
+
+std::vector<OpCase> own_cases() {
+  std::vector<OpCase> own;
+  for (OpCase& c : all_cases())
+    if (cuda::is_own_op(c.op)) own.push_back(std::move(c));
+  return own;
+}
+
+// A case as one direct call of the own kernel in host mode; `status` receives the kernels' status word.
+Result<DirectCall> run_own_call(const OpCase& c, uint64_t seed, int32_t& status, int64_t shrink = 0) {
+  status = cuda::kStatusOk;
+  const cuda::Launcher host{true, nullptr, &status};
+  return run_direct_call(
+      c, seed, cuda::own_workspace_bytes,
+      [&](const KernelCall& call) -> Result<void> {
+        std::optional<cuda::OwnKernel> k = LMS_TRY(cuda::prepare_own_kernel(call, host));
+        if (!k) return fail("{} is not an own kernel", op_def(c.op).name);
+        return (*k)();
+      },
+      shrink);
+}
+
+class CudaOwnKernelsOnHost : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaOwnKernelsOnHost, MatchReferenceBitForBit) {
+  const OpCase& c = GetParam();
+  constexpr uint64_t kSeed = 17;
+  int32_t status = -1;
+  auto got = run_own_call(c, kSeed, status);
+  auto want = run_reference_call(c, kSeed);
+  ASSERT_TRUE(got.has_value()) << c.name << ": " << got.error().str();
+  ASSERT_TRUE(want.has_value()) << c.name << ": " << want.error().str();
+  EXPECT_EQ(status, cuda::kStatusOk) << c.name;
+  expect_match(c, "(own kernel on the host)", got->outputs, want->outputs, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, CudaOwnKernelsOnHost, ::testing::ValuesIn(own_cases()), test_name);
+
+// constant has no inputs to infer its type from, so it is not a table row: every dtype's fill, against the
+// reference's.
+TEST(CudaOwnKernelsOnHost, ConstantFillsLikeTheReference) {
+  for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    const TensorType type{t, {3, 5}};
+    Attributes attrs;
+    attrs.set("value", F(-2.75));
+    HostTensor got(type), want(type);
+    std::vector<TensorRef> out_got = {{&type, got.data.data()}}, out_want = {{&type, want.data.data()}};
+    int32_t status = 0;
+    auto k = cuda::prepare_own_kernel(KernelCall{Op::constant, &attrs, {}, out_got, nullptr, 0},
+                                      cuda::Launcher{true, nullptr, &status});
+    ASSERT_TRUE(k.has_value() && *k) << dtype_name(t);
+    ASSERT_TRUE((**k)().has_value()) << dtype_name(t);
+    ASSERT_TRUE(run_reference_kernel(KernelCall{Op::constant, &attrs, {}, out_want, nullptr, 0}).has_value());
+    EXPECT_EQ(got.data, want.data) << dtype_name(t);
+  }
+}
+
+// Every own op is covered by some case (a new own op without a row would go untested); constant by its own test.
+TEST(CudaOwnKernelsOnHost, EveryOwnOpHasACase) {
+  std::vector<bool> seen(kNumOps, false);
+  seen[static_cast<size_t>(Op::constant)] = true;
+  for (const OpCase& c : own_cases()) seen[static_cast<size_t>(c.op)] = true;
+  for (int op = 0; op < kNumOps; ++op) {
+    if (cuda::is_own_op(static_cast<Op>(op))) {
+      EXPECT_TRUE(seen[static_cast<size_t>(op)]) << op_def(static_cast<Op>(op)).name;
+    }
+  }
+}
+
+// A label outside [0, classes) cannot be returned from a GPU kernel: it is flagged in the status word (which
+// the backend turns into an error at synchronize) and never read out of bounds.
+TEST(CudaOwnKernelsOnHost, BadLabelsAndIdsAreFlagged) {
+  // Labels drawn from [0, 12) for 10 classes, and ids from [0, 9) for a 5-row table: some are out of range.
+  const OpCase ce{"ce", Op::cross_entropy, {{16, 10}, Ids({16}, 12)}, {}};
+  const OpCase emb{"emb", Op::embedding, {{5, 3}, Ids({16}, 9)}, {}};
+  const OpCase emb_grad{"emb_grad", Op::embedding_grad, {{16, 3}, Ids({16}, 9)}, A({{"vocab", I(5)}})};
+  int32_t status = 0;
+  ASSERT_TRUE(run_own_call(ce, 1, status).has_value());
+  EXPECT_EQ(status, cuda::kStatusBadLabel);
+  ASSERT_TRUE(run_own_call(emb, 1, status).has_value());
+  EXPECT_EQ(status, cuda::kStatusBadId);
+  ASSERT_TRUE(run_own_call(emb_grad, 1, status).has_value());
+  EXPECT_EQ(status, cuda::kStatusBadId);
+}
+
+// A workspace one byte short is refused before anything runs, naming the op and both sizes.
+TEST(CudaOwnKernelsOnHost, TooSmallWorkspaceIsAnError) {
+  const OpCase c{"ce_grad", Op::cross_entropy_grad, {{}, {8, 10}, Ids({8}, 10)}, {}};
+  int32_t status = 0;
+  auto exact = run_own_call(c, 1, status);
+  ASSERT_TRUE(exact.has_value()) << exact.error().str();
+  ASSERT_EQ(exact->workspace, 8 * int64_t{sizeof(double)});
+  auto shrunk = run_own_call(c, 1, status, 1);
+  ASSERT_FALSE(shrunk.has_value());
+  EXPECT_NE(shrunk.error().str().find("cross_entropy_grad"), std::string::npos) << shrunk.error().str();
+  EXPECT_NE(shrunk.error().str().find(std::to_string(exact->workspace)), std::string::npos) << shrunk.error().str();
+}
+
+class CudaOps : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaOps, MatchesReference) {
+  auto cuda = make_backend("cuda");
+  if (!cuda) GTEST_SKIP() << cuda.error().str();
+  const OpCase& c = GetParam();
+  constexpr uint64_t kSeed = 17;
+  ReferenceBackend reference;
+  std::vector<HostTensor> want = run_case(c, reference, kSeed);
+  std::vector<HostTensor> got = run_case(c, **cuda, kSeed);
+  expect_match(c, "(cuda executor)", got, want, cuda_tolerance(c));
+  // Again on a fresh backend: bit-identical (deterministic algorithms only).
+  auto again = make_backend("cuda");
+  ASSERT_TRUE(again.has_value()) << again.error().str();
+  std::vector<HostTensor> repeat = run_case(c, **again, kSeed);
+  ASSERT_EQ(repeat.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(repeat[i].data, got[i].data) << c.name << ": repeat run";
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, CudaOps, ::testing::ValuesIn(all_cases()), test_name);
+
+}  // namespace
+}  // namespace lms
