@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The GPU check: one command for the device machine (one NVIDIA H200; about 15 minutes of device time a session,
+# so this is prepared here and run once). Before the run, HERE: scripts/gpu-deps.sh (fetches the Debian packages
+# that machine lacks into .gpu-deps/); then, through the device tool:
+#   run(command="scripts/gpu-check.sh", carry=[".gpu-deps"], timeout_s=600)
+# It (1) builds with CUDA and without oneDNN and ONNX, (2) runs the whole test suite there (the cross-backend op
+# table on cuda, the swap and recompute invariance on cuda, cuda training against the reference), (3) trains
+# resnet18 a few steps with none, tflms and auto under a small budget and compares the losses bit for bit with an
+# unconstrained run, (4) benchmarks resnet50 224x224 f32 training at a 16 GiB budget: max batch and samples/s per
+# strategy, against PyTorch capped at the same memory, plain and with save_on_cpu (bench/torch_capped.py), and
+# the host<->device copy bandwidth each way. Full results go to gpu-check-out/ and, packed, to $OUT (at most 8
+# files come back from a device run: summary.txt, tests.log, results.tgz); a short table is printed last. Each stage has a time limit so the whole stays under about 8 minutes; a stage that fails or runs
+# out of time is reported in the table, and the script goes on.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=$PWD/gpu-check-out
+rm -rf "$out"
+mkdir -p "$out"
+finish() {  # the summary table, and what comes back from the device machine
+  echo
+  echo "==================== GPU check summary ===================="
+  printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+  if [ -n "${OUT:-}" ]; then
+    cp "$out/summary.txt" "$OUT/"
+    [ -f "$out/tests.log" ] && cp "$out/tests.log" "$OUT/"
+    tar czf "$OUT/results.tgz" -C "$out" .
+  fi
+}
+build=build-gpu
+jobs=$(nproc)
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+started=$(date +%s)
+elapsed() { echo $(( $(date +%s) - started ))s; }
+
+# --- the build ---------------------------------------------------------------------------------------------
+prefix=$PWD/.gpu-deps/root
+if [ -d .gpu-deps ] && ls .gpu-deps/*.deb >/dev/null 2>&1; then
+  mkdir -p "$prefix"
+  for f in .gpu-deps/*.deb; do dpkg -x "$f" "$prefix"; done
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$out/gpu.txt" 2>&1
+echo "GPU: $(cat "$out/gpu.txt")"
+if ! timeout 300 bash -c "cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMS_CUDA=ON -DLMS_CPU=OFF \
+      -DLMS_BUILD_BENCH=OFF -DCMAKE_PREFIX_PATH=$prefix/usr -DCMAKE_CUDA_ARCHITECTURES=90 && \
+      ninja -C $build -j$jobs lms lms_tests" >"$out/build.log" 2>&1; then
+  tail -40 "$out/build.log"
+  note "build: FAILED ($(elapsed)); see build.log"
+  finish
+  exit 1
+fi
+note "build: ok ($(elapsed))"
+lms=$build/bin/lms
+
+# --- the test suite ----------------------------------------------------------------------------------------
+timeout 150 "$build/bin/lms_tests" --gtest_brief=1 >"$out/tests.log" 2>&1
+rc=$?
+tests_line=$(grep -E "^\[  (PASSED|FAILED)  \]|tests? ran" "$out/tests.log" | tr '\n' ' ')
+skipped=$(grep -c "^\[  SKIPPED \]" "$out/tests.log")
+failed=$(grep "^\[  FAILED  \]" "$out/tests.log" | grep -v "listed below" | head -20 | tr '\n' ' ')
+note "tests: rc=$rc $tests_line; skipped $skipped; failed: ${failed:-none} ($(elapsed))"
+
+# --- resnet18 under a small budget: bit-identical losses --------------------------------------------------
+r18=(--model resnet18 --small-stem --image 32 --batch 64 --classes 10 --device cuda --steps 4 --seed 1 --json)
+timeout 60 "$lms" train "${r18[@]}" >"$out/r18_none.json" 2>"$out/r18_none.err"
+peak=$(python3 -c "import json;print(json.load(open('$out/r18_none.json'))['planned_peak_bytes'])" 2>/dev/null)
+if [ -n "$peak" ]; then
+  small=$(( peak * 2 / 3 ))
+  for s in tflms auto; do
+    timeout 90 "$lms" train "${r18[@]}" --strategy "$s" --budget "$small" >"$out/r18_$s.json" 2>"$out/r18_$s.err"
+  done
+  note "$(python3 - "$out" <<'EOF'
+import json, sys
+out = sys.argv[1]
+base = json.load(open(f"{out}/r18_none.json"))
+parts = []
+for s in ("tflms", "auto"):
+    try:
+        r = json.load(open(f"{out}/r18_{s}.json"))
+        same = r["losses"] == base["losses"]
+        parts.append(f"{s}: losses {'bit-identical' if same else 'DIFFER'}, measured peak {r['peak_device_bytes']} "
+                     f"<= budget {r['budget_bytes']}: {r['peak_device_bytes'] <= r['budget_bytes']}, "
+                     f"swapped {r.get('swapped_tensors')}")
+    except Exception as e:
+        parts.append(f"{s}: FAILED ({e})")
+print(f"resnet18 b64 32px, budget 2/3 of none's {base['planned_peak_bytes']}: " + "; ".join(parts))
+EOF
+)"
+else
+  note "resnet18 unconstrained run FAILED: $(head -c 300 "$out/r18_none.err")"
+fi
+
+# --- PyTorch capped at 16 GiB (plain and save_on_cpu), copy bandwidth ---------------------------------------
+PYTHONUNBUFFERED=1 timeout 240 python3 bench/torch_capped.py --cap 16GiB --max-seconds 45 --steps 3 --copy-bandwidth \
+  --json-out "$out/torch.json" >/dev/null 2>"$out/torch.err"
+torch_plain=$(python3 -c "import json;print(json.load(open('$out/torch.json'))['modes']['plain']['max_batch'])" 2>/dev/null)
+note "pytorch: $(python3 - "$out" <<'EOF'
+import json, sys
+try:
+    t = json.load(open(f"{sys.argv[1]}/torch.json"))
+except Exception as e:
+    print(f"FAILED ({e})"); sys.exit()
+m = t["modes"]
+bw = t.get("copy_bandwidth") or {}
+print(" ".join(f"{k}: max batch {v['max_batch']} at {v['samples_per_second_at_max']} samples/s;" for k, v in m.items())
+      + f" copies h2d {bw.get('h2d_gb_per_s')} GB/s, d2h {bw.get('d2h_gb_per_s')} GB/s")
+EOF
+) ($(elapsed))"
+
+# --- LMS resnet50 at 16 GiB: max batch per strategy, samples/s -----------------------------------------------
+r50=(--model resnet50 --image 224 --device cuda --budget 16GiB)
+for s in none tflms auto; do
+  timeout 60 "$lms" maxbatch "${r50[@]}" --strategy "$s" --json >"$out/r50_maxbatch_$s.json" 2>"$out/r50_maxbatch_$s.err"
+done
+batches() {  # the batches each strategy trains at: its max, PyTorch plain's max, and 4x that
+  python3 - "$out" "$1" "${torch_plain:-0}" <<'EOF'
+import json, sys
+out, s, tp = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    mb = json.load(open(f"{out}/r50_maxbatch_{s}.json"))["max_batch"]
+except Exception:
+    sys.exit()
+want = {mb}
+if s != "none" and tp > 0:
+    want |= {b for b in (tp, 4 * tp) if b <= mb}
+print(" ".join(str(b) for b in sorted(want)))
+EOF
+}
+for s in none tflms auto; do
+  for b in $(batches "$s"); do
+    timeout 60 "$lms" train "${r50[@]}" --strategy "$s" --batch "$b" --steps 3 --json \
+      >"$out/r50_${s}_b$b.json" 2>"$out/r50_${s}_b$b.err"
+  done
+done
+note "$(python3 - "$out" "${torch_plain:-0}" <<'EOF'
+import glob, json, re, sys
+out, tp = sys.argv[1], int(sys.argv[2])
+try:
+    torch = json.load(open(f"{out}/torch.json"))["modes"]
+except Exception:
+    torch = {}
+lines = ["resnet50 224 f32 at 16 GiB (samples/s = median of steps after the first):"]
+tp_sps = (torch.get("plain") or {}).get("samples_per_second_at_max")
+for s in ("none", "tflms", "auto"):
+    try:
+        mb = json.load(open(f"{out}/r50_maxbatch_{s}.json"))["max_batch"]
+    except Exception as e:
+        lines.append(f"  lms {s}: maxbatch FAILED"); continue
+    runs = []
+    for f in sorted(glob.glob(f"{out}/r50_{s}_b*.json")):
+        b = int(re.search(r"_b(\d+)\.json", f).group(1))
+        try:
+            r = json.load(open(f)); runs.append(f"b{b} {r['samples_per_second']:.1f}/s")
+        except Exception:
+            runs.append(f"b{b} FAILED")
+    lines.append(f"  lms {s}: max batch {mb}; " + ", ".join(runs))
+for k, v in torch.items():
+    lines.append(f"  pytorch {k}: max batch {v['max_batch']}; {v['samples_per_second_at_max']}/s at it")
+if tp:
+    lines.append(f"  goals: lms auto max batch >= 5x pytorch plain's ({5 * tp}); at 4x ({4 * tp}) >= 0.8 x {tp_sps}/s;"
+                 f" at {tp} >= 0.9 x {tp_sps}/s")
+print("\n".join(lines))
+EOF
+) ($(elapsed))"
+
+finish
