@@ -116,8 +116,33 @@ TEST(Assignment, RandomGraphsAndSchedulesNeverOverlapLiveBuffers) {
         EXPECT_EQ(check_plan(s, *plan), "") << "trial " << trial << " " << assignment_name(a);
         EXPECT_GE(plan->fragmentation(), 0.0);
       }
+      // The perturbed orders of auto's packing search (first fit for even k, best fit for odd k).
+      for (uint32_t k = 0; k < 4; ++k) {
+        auto plan = plan_memory(s, PlanOptions{.assignment = Assignment::perturbed_by_area, .perturbation = k});
+        ASSERT_TRUE(plan.has_value()) << plan.error().str();
+        EXPECT_EQ(check_plan(s, *plan), "") << "trial " << trial << " perturbed order " << k;
+      }
     }
   }
+}
+
+// A perturbed order is a function of k and the buffers alone: the same k gives the same offsets, and the
+// family holds different orders (different k, different offsets on a graph with enough buffers).
+TEST(Assignment, PerturbedOrdersAreDeterministicAndDiffer) {
+  std::mt19937 rng(5);
+  Graph g = random_valid_graph(rng, 40);
+  Graph s = random_schedule(g, rng);
+  auto offsets = [&](uint32_t k) {
+    auto plan = plan_memory(s, PlanOptions{.assignment = Assignment::perturbed_by_area, .perturbation = k});
+    EXPECT_TRUE(plan.has_value());
+    std::vector<int64_t> o;
+    for (const PlannedBuffer& b : plan->buffers) o.push_back(b.offset);
+    return o;
+  };
+  EXPECT_EQ(offsets(3), offsets(3));
+  bool differ = false;
+  for (uint32_t k = 1; k < 8 && !differ; ++k) differ = offsets(k) != offsets(0);
+  EXPECT_TRUE(differ);
 }
 
 // The poison scan reports the highest arena byte that differs from kPoisonByte after the step. It equals

@@ -2,6 +2,7 @@
 #include "lms/plan/assignment.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace lms {
 
@@ -15,6 +16,28 @@ struct Occupied {
 };
 
 bool overlaps(const BufferLife& a, const Occupied& b) { return !(a.last < b.first || b.last < a.first); }
+
+// A pseudo-random number in [0, 1) from (k, i) (splitmix64's finalizer): the same for the same pair everywhere.
+double unit_hash(uint64_t k, uint64_t i) {
+  uint64_t z = k * 0x9E3779B97F4A7C15ULL + i + 0x632BE59BD9B4E019ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) / 9007199254740992.0;  // 2^53
+}
+
+// perturbed_by_area's order k (Note [Perturbed orders]); ties end on the buffer index.
+void perturbed_order(uint32_t k, const std::vector<PlannedBuffer>& bufs, std::vector<size_t>& ids) {
+  constexpr double kExponents = 5, kLowest = 0.25, kSpread = 0.3;
+  const double e = kLowest + (1 - kLowest) * static_cast<double>(k % static_cast<uint32_t>(kExponents)) / (kExponents - 1);
+  std::vector<double> key(bufs.size(), 0);
+  for (size_t i : ids) {
+    const BufferLife& b = bufs[i].life;
+    const double length = std::max(1, b.last - b.first + 1);
+    key[i] = static_cast<double>(align_up(b.bytes)) * std::pow(length, e) * (1 + kSpread * unit_hash(k, i));
+  }
+  std::sort(ids.begin(), ids.end(), [&](size_t i, size_t j) { return key[i] != key[j] ? key[i] > key[j] : i < j; });
+}
 
 // The placement order of each algorithm; every comparison ends on the buffer index (root value-id order, then
 // workspaces in node order), so the order is total.
@@ -37,13 +60,13 @@ void sort_for(Assignment a, const std::vector<PlannedBuffer>& bufs, std::vector<
 // The offset for a buffer of aligned `size` given the placed buffers it clashes with, sorted by offset.
 // First fit takes the lowest gap that holds it; best fit the smallest such gap (ties: the lowest). Either
 // falls back to the space above every clashing buffer.
-int64_t choose_gap(Assignment a, const std::vector<const Occupied*>& clashing, int64_t base, int64_t size) {
+int64_t choose_gap(bool first_fit, const std::vector<const Occupied*>& clashing, int64_t base, int64_t size) {
   int64_t cursor = base;  // the lowest free offset above everything seen so far
   std::optional<int64_t> best;
   int64_t best_gap = 0;
   for (const Occupied* o : clashing) {
     if (o->offset >= cursor + size) {  // the gap [cursor, o->offset) holds it
-      if (a == Assignment::greedy_by_size) return cursor;
+      if (first_fit) return cursor;
       const int64_t gap = o->offset - cursor;
       if (!best || gap < best_gap) best = cursor, best_gap = gap;
     }
@@ -58,6 +81,7 @@ std::string_view assignment_name(Assignment a) {
   switch (a) {
     case Assignment::greedy_by_size: return "greedy_by_size";
     case Assignment::best_fit_by_lifetime: return "best_fit_by_lifetime";
+    case Assignment::perturbed_by_area: return "perturbed_by_area";
   }
   return "?";
 }
@@ -68,8 +92,11 @@ std::optional<Assignment> parse_assignment(std::string_view name) {
   return std::nullopt;
 }
 
-int64_t assign_offsets(std::vector<PlannedBuffer>& bufs, std::vector<size_t> ids, int64_t base, Assignment a) {
-  sort_for(a, bufs, ids);
+int64_t assign_offsets(std::vector<PlannedBuffer>& bufs, std::vector<size_t> ids, int64_t base, Assignment a,
+                       uint32_t perturbation) {
+  if (a == Assignment::perturbed_by_area) perturbed_order(perturbation, bufs, ids);
+  else sort_for(a, bufs, ids);
+  const bool first_fit = a == Assignment::greedy_by_size || (a == Assignment::perturbed_by_area && perturbation % 2 == 0);
   std::vector<Occupied> placed;
   placed.reserve(ids.size());
   std::vector<const Occupied*> clashing;
@@ -85,7 +112,7 @@ int64_t assign_offsets(std::vector<PlannedBuffer>& bufs, std::vector<size_t> ids
     std::sort(clashing.begin(), clashing.end(), [](const Occupied* x, const Occupied* y) {
       return x->offset != y->offset ? x->offset < y->offset : x->end < y->end;
     });
-    b.offset = choose_gap(a, clashing, base, size);
+    b.offset = choose_gap(first_fit, clashing, base, size);
     placed.push_back(Occupied{b.life.first, b.life.last, b.offset, b.offset + size});
     arena_end = std::max(arena_end, b.offset + b.life.bytes);
   }

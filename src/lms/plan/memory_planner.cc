@@ -48,7 +48,7 @@ Result<MemoryPlan> plan_memory_unchecked(const Graph& g, const PlanOptions& opts
       end += align_up(b.life.bytes);
       if (where == Placement::device) plan.persistent_bytes += b.life.bytes;
     }
-    int64_t arena = std::max(raw_end, assign_offsets(plan.buffers, std::move(transient), end, assignment));
+    int64_t arena = std::max(raw_end, assign_offsets(plan.buffers, std::move(transient), end, assignment, opts.perturbation));
     if (where == Placement::device) {
       plan.persistent_end = end;
       plan.device_arena_bytes = arena;

@@ -26,6 +26,7 @@ inline constexpr Assignment kDefaultAssignment = Assignment::greedy_by_size;
 struct PlanOptions {
   int64_t budget_bytes = kUnlimitedBytes;      // device bytes available; a planned peak above it is an error
   Assignment assignment = kDefaultAssignment;  // how non-persistent buffers get their offsets
+  uint32_t perturbation = 0;                   // perturbed_by_area: which order of the family
   std::vector<int64_t> workspace_bytes = {};   // scratch bytes each node's kernel needs, by NodeId of the
                                                // scheduled graph (Backend::workspace_bytes); empty: none
 };
