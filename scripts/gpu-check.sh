@@ -42,6 +42,16 @@ if [ -d .gpu-deps ] && ls .gpu-deps/*.deb >/dev/null 2>&1; then
   mkdir -p "$prefix"
   for f in .gpu-deps/*.deb; do dpkg -x "$f" "$prefix"; done
 fi
+# cuDNN: beside the toolkit, or else from PyTorch's nvidia-cudnn wheel (its loader finds its sub-libraries
+# through LD_LIBRARY_PATH).
+cudnn_root=""
+if [ ! -f /usr/local/cuda/include/cudnn.h ]; then
+  cudnn_root=$(python3 -c "import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))" 2>/dev/null)
+fi
+if [ -n "$cudnn_root" ]; then
+  export CUDNN_ROOT=$cudnn_root LD_LIBRARY_PATH=$cudnn_root/lib:${LD_LIBRARY_PATH:-}
+fi
+echo "cuDNN: ${cudnn_root:-/usr/local/cuda}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$out/gpu.txt" 2>&1
 echo "GPU: $(cat "$out/gpu.txt")"
 if ! timeout 300 bash -c "cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMS_CUDA=ON -DLMS_CPU=OFF \
