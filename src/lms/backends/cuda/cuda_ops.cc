@@ -3,7 +3,7 @@
 // kernel_fns.h to the call's buffers.
 #include "lms/backends/cuda/cuda_ops.h"
 
-#include <array>
+#include <algorithm>
 #include <utility>
 #include <vector>
 
