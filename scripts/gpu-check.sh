@@ -109,11 +109,12 @@ have_time 150 && PYTHONUNBUFFERED=1 timeout 150 python3 bench/torch_capped.py --
   --json-out "$out/torch.json" >/dev/null 2>"$out/torch.err"
 torch_plain=$(python3 -c "import json;print(json.load(open('$out/torch.json'))['modes']['plain']['max_batch'])" 2>/dev/null)
 note "pytorch: $(python3 - "$out" <<'EOF'
-import json, sys
+import json, os, sys
 try:
     t = json.load(open(f"{sys.argv[1]}/torch.json"))
 except Exception as e:
-    print(f"FAILED ({e})"); sys.exit()
+    err = open(f"{sys.argv[1]}/torch.err").read().strip().splitlines() if os.path.exists(f"{sys.argv[1]}/torch.err") else []
+    print(f"FAILED ({err[-1] if err else e})"); sys.exit()
 m = t["modes"]
 bw = t.get("copy_bandwidth") or {}
 print(" ".join(f"{k}: max batch {v['max_batch']} at {v['samples_per_second_at_max']} samples/s;" for k, v in m.items())
@@ -158,8 +159,9 @@ tp_sps = (torch.get("plain") or {}).get("samples_per_second_at_max")
 for s in ("none", "tflms", "auto"):
     try:
         mb = json.load(open(f"{out}/r50_maxbatch_{s}.json"))["max_batch"]
-    except Exception as e:
-        lines.append(f"  lms {s}: maxbatch FAILED"); continue
+    except Exception:
+        err = open(f"{out}/r50_maxbatch_{s}.err").read().strip().splitlines()
+        lines.append(f"  lms {s}: maxbatch FAILED ({err[-1] if err else 'no output'})"); continue
     runs = []
     for f in sorted(glob.glob(f"{out}/r50_{s}_b*.json")):
         b = int(re.search(r"_b(\d+)\.json", f).group(1))
