@@ -7,7 +7,9 @@
 #include <array>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -29,6 +31,16 @@ Result<void> check(cudaError_t e, std::string_view what) {
   return fail("cuda backend: {}: {}", what, cudaGetErrorString(e));
 }
 
+// The cache key of a call's workspace size: its op, attributes and operand types, all the size depends on.
+std::string workspace_key(const KernelCall& call) {
+  std::string key(op_def(call.op).name);
+  for (const auto& [name, value] : call.attrs->entries()) key += fmt::format(" {}={}", name, to_string(value));
+  for (const TensorRef& r : call.inputs) key += " " + to_string(*r.type);
+  key += " ->";
+  for (const TensorRef& r : call.outputs) key += " " + to_string(*r.type);
+  return key;
+}
+
 // The host staging chunk last_changed_byte reads the arena through (validation mode only, not the hot path).
 constexpr int64_t kScanChunkBytes = int64_t{64} << 20;
 
@@ -46,6 +58,10 @@ struct CudaBackend::Impl {
   cudaDeviceProp props{};
   std::array<cudaStream_t, kNumStreams> streams{};
   cuda::DnnContextPtr dnn;
+  // cuDNN/cuBLAS workspace sizes by workspace_key: planning asks for every node of every candidate graph (auto
+  // plans exactly dozens of times per plan, maxbatch plans dozens of sizes), and each answer costs heuristics
+  // queries; the answer depends on the key and the context's options alone.
+  std::map<std::string, int64_t> workspace_cache;
   std::unique_ptr<std::byte, DeviceFree> device;
   std::unique_ptr<std::byte, HostFree> host;
   int64_t device_bytes = -1, host_bytes = -1;  // -1: not allocated
@@ -172,8 +188,13 @@ Result<void> CudaBackend::allocate_arenas(int64_t device_bytes, int64_t host_byt
 }
 
 Result<std::vector<int64_t>> CudaBackend::workspace_bytes(const Graph& g) {
-  return workspace_bytes_from_types(g, [&](const KernelCall& call) {
-    return cuda::is_own_op(call.op) ? cuda::own_workspace_bytes(call) : cuda::dnn_workspace_bytes(*impl_->dnn, call);
+  return workspace_bytes_from_types(g, [&](const KernelCall& call) -> Result<int64_t> {
+    if (cuda::is_own_op(call.op)) return cuda::own_workspace_bytes(call);
+    std::string key = workspace_key(call);
+    if (auto it = impl_->workspace_cache.find(key); it != impl_->workspace_cache.end()) return it->second;
+    const int64_t bytes = LMS_TRY(cuda::dnn_workspace_bytes(*impl_->dnn, call));
+    impl_->workspace_cache.emplace(std::move(key), bytes);
+    return bytes;
   });
 }
 
