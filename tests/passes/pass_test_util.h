@@ -1,5 +1,5 @@
-// What the rewrite passes' tests share (recompute_test, swap_test): tiny training graphs of three models, and
-// the check that a rewritten graph trains exactly like the original on the reference backend.
+// What the rewrite passes' tests share (recompute_test, swap_test): tiny training graphs of three models, the
+// check that a rewritten graph trains exactly like the original on the reference backend, and graph parsing.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "lms/autodiff/optimizer.h"
+#include "lms/ir/parser.h"
 #include "lms/models/models.h"
 #include "lms/runtime/program.h"
 #include "runtime/runtime_test_util.h"
@@ -27,6 +28,13 @@ inline Graph training_graph(std::string_view model, const ModelOptions& mo) {
   auto training = build_training_graph(*forward, to);
   EXPECT_TRUE(training.has_value()) << training.error().str();
   return std::move(*training);
+}
+
+// A graph from text (a parse error fails the test).
+inline Graph parse(std::string_view text) {
+  auto g = parse_graph(text);
+  EXPECT_TRUE(g.has_value()) << g.error().str();
+  return std::move(*g);
 }
 
 inline ModelOptions mlp() {

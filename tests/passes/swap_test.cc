@@ -23,6 +23,7 @@ namespace {
 using pass_test::expect_same_training;
 using pass_test::gpt;
 using pass_test::mlp;
+using pass_test::parse;
 using pass_test::resnet18;
 using pass_test::training_graph;
 using pass_test::two_steps;
@@ -148,12 +149,6 @@ TEST(Swap, TrainingGivesBitIdenticalLossesAndParameters) {
       expect_same_training(*a.run, *b.run);
     }
   }
-}
-
-Graph parse(std::string_view text) {
-  auto g = parse_graph(text);
-  EXPECT_TRUE(g.has_value()) << g.error().str();
-  return std::move(*g);
 }
 
 TEST(Swap, StatsAndNames) {

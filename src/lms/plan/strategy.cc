@@ -70,7 +70,7 @@ Result<Graph> tflms_schedule(const Graph& rewritten) {
 }
 
 Result<MemoryPlan> plan_exact(const Graph& scheduled, const StrategyOptions& opts, std::vector<int64_t>* workspaces) {
-  PlanOptions po{.budget_bytes = opts.budget_bytes, .assignment = opts.assignment, .perturbation = opts.perturbation};
+  PlanOptions po{.budget_bytes = opts.budget_bytes, .assignment = opts.assignment};
   if (opts.workspace_bytes) po.workspace_bytes = LMS_TRY(opts.workspace_bytes(scheduled));
   if (workspaces) *workspaces = po.workspace_bytes;
   return plan_memory_unchecked(scheduled, po);
@@ -205,23 +205,21 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   // none fits the budget but the liveness bound does, searches perturbed orders (Note [Perturbed orders]) until
   // one fits or packing_tries run out.
   auto exact = [&](const Graph& g) -> Result<MemoryPlan> {
+    PlanOptions po{.budget_bytes = opts.budget_bytes};
+    if (opts.workspace_bytes) po.workspace_bytes = LMS_TRY(opts.workspace_bytes(g));  // once for every order
     std::optional<MemoryPlan> best;
-    auto keep_smaller = [&](MemoryPlan m) {
+    auto try_order = [&](Assignment a, uint32_t k) -> Result<void> {
+      po.assignment = a;
+      po.perturbation = k;
+      MemoryPlan m = LMS_TRY(plan_memory_unchecked(g, po));
       if (!best || m.device_arena_bytes < best->device_arena_bytes) best = std::move(m);
+      return {};
     };
-    for (Assignment a : kAllAssignments) {
-      StrategyOptions each = opts;
-      each.assignment = a;
-      keep_smaller(LMS_TRY(plan_exact(g, each, nullptr)));
-    }
+    for (Assignment a : kAllAssignments) LMS_TRY_VOID(try_order(a, 0));
     for (int k = 0; k < opts.packing_tries && best->device_arena_bytes > opts.budget_bytes &&
                     best->lower_bound_bytes <= opts.budget_bytes;
-         ++k) {
-      StrategyOptions each = opts;
-      each.assignment = Assignment::perturbed_by_area;
-      each.perturbation = static_cast<uint32_t>(k);
-      keep_smaller(LMS_TRY(plan_exact(g, each, nullptr)));
-    }
+         ++k)
+      LMS_TRY_VOID(try_order(Assignment::perturbed_by_area, static_cast<uint32_t>(k)));
     return std::move(*best);
   };
   // Two schedules to start from: the graph's own order and TFLMS's level order, which keeps fewer gradients

@@ -44,7 +44,6 @@ struct StrategyOptions {
   int64_t budget_bytes = kUnlimitedBytes;       // device bytes; the exact planned peak must not exceed it
   int64_t host_budget_bytes = kUnlimitedBytes;  // host bytes for swapped tensors; the host arena must fit
   Assignment assignment = kDefaultAssignment;   // offset assignment of the memory planner
-  uint32_t perturbation = 0;                    // perturbed_by_area: which order (auto's packing search sets it)
   int packing_tries = 16;  // auto: perturbed orders tried when the fixed assignments miss the budget but the
                            // liveness bound fits it (Note [Perturbed orders] in plan/assignment.h)
   WorkspaceFn workspace_bytes = {};             // kernels' scratch space (empty: none)

@@ -16,36 +16,7 @@ namespace lms::cuda {
 
 namespace {
 
-struct MatmulGeometry {
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  bool ta = false, tb = false;
-  bool shared_b = false;  // b is rank 2, used by every batch
-};
-
-// The reference's geometry and checks.
-Result<MatmulGeometry> matmul_geometry(const KernelCall& call) {
-  const TensorType &ta = *call.inputs[0].type, &tb = *call.inputs[1].type, &to = *call.outputs[0].type;
-  if (ta.rank() < 2 || tb.rank() < 2)
-    return fail("cuda backend: {} needs operands of rank >= 2, got {} and {}", op_name(call.op), to_string(ta),
-                to_string(tb));
-  MatmulGeometry g;
-  g.ta = call.attrs->get_bool("transpose_a", false);
-  g.tb = call.attrs->get_bool("transpose_b", false);
-  const size_t ra = ta.shape.size(), rb = tb.shape.size();
-  g.m = ta.shape[ra - (g.ta ? 1 : 2)];
-  g.k = ta.shape[ra - (g.ta ? 2 : 1)];
-  g.n = tb.shape[rb - (g.tb ? 2 : 1)];
-  g.batch = product(ta.shape, 0, ra - 2);
-  g.shared_b = rb == 2;
-  Shape expected(ta.shape.begin(), ta.shape.end() - 2);
-  const bool batch_ok = g.shared_b || Shape(tb.shape.begin(), tb.shape.end() - 2) == expected;
-  expected.push_back(g.m);
-  expected.push_back(g.n);
-  if (!batch_ok || tb.shape[rb - (g.tb ? 1 : 2)] != g.k || to.shape != expected)
-    return fail("cuda backend: {} of {} and {} cannot produce {}", op_name(call.op), to_string(ta), to_string(tb),
-                to_string(to));
-  return g;
-}
+using reference::MatmulGeometry;
 
 class MatmulKernel final : public PreparedKernel {
  public:
@@ -123,7 +94,7 @@ class MatmulKernel final : public PreparedKernel {
 
 Result<PreparedPtr> build_matmul(DnnContext& ctx, const KernelCall& call) {
   const cudnnDataType_t t = LMS_TRY(common_dnn_dtype(call));
-  const MatmulGeometry g = LMS_TRY(matmul_geometry(call));
+  const MatmulGeometry g = LMS_TRY(reference::matmul_geometry(reference::Args(call)));
   auto k = std::make_unique<MatmulKernel>(ctx, call, t);
   LMS_TRY_VOID(k->init(g));
   return PreparedPtr(std::move(k));

@@ -250,12 +250,6 @@ Result<int> to_int(int64_t v, std::string_view what, Op op) {
   return static_cast<int>(v);
 }
 
-int64_t product(const Shape& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= s[i];
-  return p;
-}
-
 bool any_empty(const KernelCall& call) {
   for (const TensorRef& r : call.inputs)
     if (r.type->num_elements() == 0) return true;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lms/backends/cuda/cuda_dnn.h"
+#include "lms/backends/reference/kernel_util.h"
 #include "lms/ops/op.h"
 
 namespace lms::cuda {
@@ -126,8 +127,7 @@ Result<TensorDesc> packed_tensor(const std::vector<int64_t>& dims, cudnnDataType
 Result<std::vector<int64_t>> spatial_attr(const KernelCall& call, std::string_view name, int rank, int64_t fill);
 // `v` as an int for a cuDNN or cuBLAS argument; errors name `what` and the op.
 Result<int> to_int(int64_t v, std::string_view what, Op op);
-// Product of s[from, to).
-int64_t product(const Shape& s, size_t from, size_t to);
+using reference::product;  // s[from, to)
 inline const Shape& in_shape(const KernelCall& c, size_t i) { return c.inputs[i].type->shape; }
 inline const Shape& out_shape(const KernelCall& c, size_t i) { return c.outputs[i].type->shape; }
 // True when some input or output has no elements.

@@ -125,6 +125,17 @@ void for_each_broadcast(const Shape& out, const std::vector<int64_t>& sa, const 
   }
 }
 
+// A matmul a[..., M, K] @ b[..., K, N] -> out[..., M, N] (each operand optionally transposed), as the loops of any
+// backend see it: batch = the product of a's leading dimensions.
+struct MatmulGeometry {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool ta = false, tb = false;
+  bool shared_b = false;  // b is rank 2, used by every batch
+};
+// The geometry of a matmul call; fails unless the operands have rank >= 2 and one dtype and the output is their
+// product's shape.
+Result<MatmulGeometry> matmul_geometry(const Args& a);
+
 // Convolutions and pooling run on up to 3 spatial dimensions; lower ranks are padded at the front with
 // trivial dimensions (size 1, kernel 1, stride 1, no padding) so that one loop nest serves every rank.
 inline constexpr int kMaxSpatial = 3;

@@ -14,35 +14,6 @@ namespace lms::reference {
 
 namespace {
 
-struct MatmulGeometry {
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  bool ta = false, tb = false;
-  bool shared_b = false;  // b is rank 2, used by every batch
-};
-
-Result<MatmulGeometry> matmul_geometry(const Args& a) {
-  const TensorType &ta = a.in(0), &tb = a.in(1), &to = a.out(0);
-  if (ta.rank() < 2 || tb.rank() < 2 || ta.dtype != tb.dtype || to.dtype != ta.dtype)
-    return fail("{} needs float operands of rank >= 2 and one dtype, got {} and {}", a.name(), to_string(ta),
-                to_string(tb));
-  MatmulGeometry g;
-  g.ta = a.c.b("transpose_a");
-  g.tb = a.c.b("transpose_b");
-  const int ra = ta.rank(), rb = tb.rank();
-  g.m = ta.shape[ra - (g.ta ? 1 : 2)];
-  g.k = ta.shape[ra - (g.ta ? 2 : 1)];
-  g.n = tb.shape[rb - (g.tb ? 2 : 1)];
-  g.batch = product(ta.shape, 0, ta.shape.size() - 2);
-  g.shared_b = rb == 2;
-  Shape expected(ta.shape.begin(), ta.shape.end() - 2);
-  bool batch_ok = g.shared_b || Shape(tb.shape.begin(), tb.shape.end() - 2) == expected;
-  expected.push_back(g.m);
-  expected.push_back(g.n);
-  if (!batch_ok || tb.shape[rb - (g.tb ? 1 : 2)] != g.k || to.shape != expected)
-    return fail("{} of {} and {} cannot produce {}", a.name(), to_string(ta), to_string(tb), to_string(to));
-  return g;
-}
-
 template <class T>
 void matmul_loops(const MatmulGeometry& g, const T* a, const T* b, T* out) {
   const int64_t a_size = g.m * g.k, b_size = g.shared_b ? 0 : g.k * g.n;
