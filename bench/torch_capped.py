@@ -30,6 +30,7 @@ import argparse
 import copy
 import gc
 import json
+import os
 import re
 import statistics
 import sys
@@ -309,7 +310,7 @@ def parse_args(argv):
     p.add_argument("--copy-repeats", type=int, default=5, help="timed copies each way (default 5)")
     p.add_argument("--host-cap", type=parse_size, default=None,
                    help="skip batches predicted to pass this host RSS (default 75%% of RAM; 0: no guard)")
-    p.add_argument("--json-out", metavar="FILE", help="also write the JSON object to FILE")
+    p.add_argument("--json-out", metavar="FILE", help="also write the JSON object to FILE (updated after each mode)")
     p.add_argument("--cpu-smoke", action="store_true", help="run on the CPU, no cap, no pinning (for tests)")
     a = p.parse_args(argv)
     a.modes = [m.strip() for m in a.modes.split(",") if m.strip()]
@@ -352,6 +353,7 @@ def main(argv):
     result["parameters"] = RESNET50_PARAMS
     if args.copy_bandwidth:
         result["copy_bandwidth"] = bench.copy_bandwidth()
+        write_json_out(args.json_out, result)
     result["modes"] = {}
     for mode in args.modes:
         r = bench.max_batch(mode)
@@ -365,12 +367,17 @@ def main(argv):
         probe_batch, growth = bench.host_probe[mode]
         r["host_peak_growth_bytes"] = {"batch": probe_batch, "bytes": growth}
         result["modes"][mode] = r
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            f.write(text + "\n")
+        write_json_out(args.json_out, result)  # after each mode, so a run cut short keeps what it measured
+    print(json.dumps(result, indent=2))
     return 0
+
+
+def write_json_out(path, result):
+    """The result so far to --json-out (replaced whole, through a temporary file, so it is never half-written)."""
+    if path:
+        with open(path + ".tmp", "w") as f:
+            f.write(json.dumps(result, indent=2) + "\n")
+        os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":
