@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Predicted vs measured step time and peak of a strategy's plans on a real backend (the auto issue, item 9).
 
-For each model: `lms profile` measures every node of the unconstrained training step on the backend (the
-profile also holds the backend's copy rates); then, at the unconstrained budget and at budgets 2/3 and 1/3 of
+For each model: `lms profile` measures every node of the unconstrained training step on the backend and the
+backend's copy rates each way; then, at the unconstrained budget and at budgets 2/3 and 1/3 of
 the way from the hard limit (min_budget_bytes) to the no-LMS peak, `lms plan --profile` predicts the step time
 of the strategy's plan (three-stream simulation with the measured node times) and `lms train` with the same
 options runs it: median step time of the steps after the first two, and the measured peak (the highest arena

@@ -96,11 +96,14 @@ TEST(PlanCommand, DeviceModelPredictsTheStepTime) {
 
 TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {
   const std::string profile = (testing::temp_dir() / "mlp_profile.json").string();
-  auto r = run_lms("profile --model mlp --device reference --steps 2 --warmup 0 -o " + profile);
+  auto r = run_lms("profile --model mlp --device reference --steps 2 --warmup 0 --copy-bytes 1MiB -o " + profile);
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = nlohmann::json::parse(testing::slurp(profile), nullptr, false);
   ASSERT_FALSE(j.is_discarded());
   ASSERT_GT(j["nodes"].size(), 10u);
+  EXPECT_EQ(j["copies"]["bytes"].get<int64_t>(), int64_t{1} << 20);
+  EXPECT_GT(j["copies"]["d2h_bytes_per_s"].get<double>(), 0);
+  EXPECT_GT(j["copies"]["h2d_bytes_per_s"].get<double>(), 0);
   double sum = 0;
   for (const auto& n : j["nodes"]) {
     EXPECT_GE(n["seconds"].get<double>(), 0) << n.dump();
@@ -120,6 +123,30 @@ TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {
   expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --device-model h100-pcie5 --profile " + bad),
                         "non-negative \"seconds\"", "bad profile");
   expect_one_error_line(run_lms("profile --model mlp --device reference"), "output", "no -o");
+  expect_one_error_line(run_lms("profile --model mlp --device reference --copy-bytes 2 -o " + bad), "--copy-bytes",
+                        "copy tensor too small");
+}
+
+// A profile's copy rates replace the device model's link rates: the same tflms plan (it swaps) predicted with a
+// profile measuring a slow link and one measuring a fast link. The swap-ins run one after another on the h2d
+// stream, so the step takes at least swap_in_bytes / rate.
+TEST(ProfileCommand, MeasuredCopyRatesReplaceTheLinkRates) {
+  auto none = json_of(run_lms(std::string("plan ") + kGpt + " --budget 1GiB --json"), "none");
+  const auto peak = none["peak_bytes"].get<int64_t>(), hard = none["min_budget_bytes"].get<int64_t>();
+  const std::string budget = std::to_string(hard + (peak - hard) / 3);
+  auto predict = [&](const std::string& copies) {
+    const std::string path = (testing::temp_dir() / "copies_profile.json").string();
+    std::ofstream(path) << "{\"nodes\": [], \"copies\": " << copies << "}";
+    return run_lms(std::string("plan ") + kGpt + " --strategy tflms --device-model h100-pcie5 --json --budget " +
+                   budget + " --profile " + path);
+  };
+  auto slow = json_of(predict(R"({"bytes": 1, "d2h_bytes_per_s": 1e3, "h2d_bytes_per_s": 1e3})"), "slow");
+  auto fast = json_of(predict(R"({"bytes": 1, "d2h_bytes_per_s": 1e15, "h2d_bytes_per_s": 1e15})"), "fast");
+  const double swap_in = slow["swap_in_bytes"].get<double>();
+  ASSERT_GT(swap_in, 0) << "the plan swaps";
+  EXPECT_GE(slow["predicted_step_seconds"].get<double>(), swap_in / 1e3);
+  EXPECT_LT(fast["predicted_step_seconds"].get<double>(), swap_in / 1e3 / 100);
+  expect_one_error_line(predict(R"({"d2h_bytes_per_s": 0})"), "positive", "bad copy rates");
 }
 
 // Every element is closed in order (a small XML well-formedness check: tags nest, attributes are quoted).

@@ -2,14 +2,17 @@
 // training step takes on a backend, for the cost model (DESIGN.md "Cost model"; sim/cost_model.h). Compiles the
 // training graph for the device (strategy none, no budget), runs --warmup steps and then --steps measured
 // steps on synthetic inputs (floats in [0.5, 1), integer inputs 0: valid labels and token ids), and writes each
-// node's median time by name. `lms plan --profile PROFILE.json --device-model cpu-here` then predicts with the
-// measured times instead of the roofline wherever a node is named in the profile.
+// node's median time by name. It also measures the backend's copy rates each way: one --copy-bytes tensor
+// swapped out and back in through the backend's own swap path (its copy streams and host arena), timed like any
+// node. `lms plan --profile PROFILE.json --device-model M` then predicts with the measured node times instead of
+// the roofline wherever a node is named in the profile, and with the measured copy rates instead of M's.
 #include <algorithm>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "lms/ir/builder.h"
 #include "lms/runtime/backend_registry.h"
 #include "lms/runtime/executor.h"
 #include "lms/runtime/program.h"
@@ -25,6 +28,7 @@ struct ProfileCmd {
   int steps = 5;       // measured steps; each node's median over them is written
   int warmup = 1;      // steps run first and not measured
   std::string output;  // -o PROFILE.json
+  std::string copy_bytes = "256MiB";  // --copy-bytes: the tensor the copy rates are measured with; 0: none
 };
 
 double median(std::vector<double> v) {
@@ -41,6 +45,43 @@ HostTensor synthetic(const TensorType& t, uint64_t& state) {
       x = 0.5f + static_cast<float>(state >> 40) / static_cast<float>(1ULL << 25);
     }
   return h;
+}
+
+// The backend's copy rates: x (`bytes` of f32) swapped out to the host arena and back in, on a backend of its
+// own (arenas are made once per backend); each direction's median node time over the measured steps.
+Result<nlohmann::ordered_json> copy_rates(const ProfileCmd& c, int64_t bytes) {
+  const int64_t elements = bytes / static_cast<int64_t>(sizeof(float));
+  if (elements < 1) return fail("--copy-bytes must be 0 (no copy measurement) or at least 4 bytes, got {}", bytes);
+  Graph g;
+  g.set_name("copy_rates");
+  Builder b(g);
+  ValueId x = b.input(TensorType{DType::f32, {elements}}, "x");
+  ValueId back = b.op(Op::swap_in, {b.op(Op::swap_out, {x}, {}, "to_host")}, {}, "to_device");
+  if (!b.ok()) return std::unexpected(*b.error());
+  g.set_outputs({back});
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, BackendOptions{}));
+  Program program = LMS_TRY(compile(g, {}, backend.get()));
+  Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{.time_nodes = true}));
+  LMS_TRY_VOID(ex.initialize(0));
+  const Graph& pg = program.graph();
+  HostTensor input(pg.value(program.inputs().front()).type);
+  Feed feed{program.inputs().front(), &input};
+  const NodeId out = pg.value(*pg.find_value("to_host")).producer, in = pg.value(*pg.find_value("to_device")).producer;
+  std::vector<double> d2h, h2d;
+  for (int i = 0; i < c.warmup + c.steps; ++i) {
+    StepResult r = LMS_TRY(ex.step({&feed, 1}));
+    if (i < c.warmup) continue;
+    d2h.push_back(r.node_seconds[out.v]);
+    h2d.push_back(r.node_seconds[in.v]);
+  }
+  const double d2h_s = median(d2h), h2d_s = median(h2d);
+  if (d2h_s <= 0 || h2d_s <= 0) return fail("device '{}': the copies took no measurable time", c.device);
+  const auto size = static_cast<double>(elements * static_cast<int64_t>(sizeof(float)));
+  nlohmann::ordered_json j;
+  j["bytes"] = elements * static_cast<int64_t>(sizeof(float));
+  j["d2h_bytes_per_s"] = size / d2h_s;
+  j["h2d_bytes_per_s"] = size / h2d_s;
+  return j;
 }
 
 Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
@@ -82,6 +123,9 @@ Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
                      {"seconds", median(times[n.v])}});
   }
   j["nodes"] = std::move(nodes);
+  auto copy_bytes = parse_size(c.copy_bytes);
+  if (!copy_bytes) return wrap("--copy-bytes", copy_bytes.error());
+  if (*copy_bytes > 0) j["copies"] = LMS_TRY(copy_rates(c, *copy_bytes));
   return j;
 }
 
@@ -94,24 +138,36 @@ int run(const ProfileCmd& c) {
   fmt::print("profiled {} nodes of '{}' on {} over {} steps: median step {:.4g} s; wrote {}\n",
              (*j)["nodes"].size(), (*j)["graph"].get<std::string>(), c.device, c.steps,
              (*j)["step_seconds"].get<double>(), c.output);
+  if (j->contains("copies"))
+    fmt::print("copies of {}: device to host {:.3g} GB/s, host to device {:.3g} GB/s\n",
+               format_bytes((*j)["copies"]["bytes"].get<int64_t>()), (*j)["copies"]["d2h_bytes_per_s"].get<double>() / 1e9,
+               (*j)["copies"]["h2d_bytes_per_s"].get<double>() / 1e9);
   return kExitOk;
 }
 
 }  // namespace
 
-Result<MeasuredTimes> read_profile(const std::string& path) {
+Result<MeasuredProfile> read_profile(const std::string& path) {
   std::string text = LMS_TRY(read_text(path));
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("nodes") || !j["nodes"].is_array())
     return fail("{}: not a profile written by `lms profile` (expected a JSON object with \"nodes\")", path);
-  MeasuredTimes times;
+  MeasuredProfile p;
   for (const auto& n : j["nodes"]) {
     if (!n.is_object() || !n.contains("name") || !n["name"].is_string() || !n.contains("seconds") ||
         !n["seconds"].is_number() || n["seconds"].get<double>() < 0)
       return fail("{}: a node entry needs \"name\" and a non-negative \"seconds\": {}", path, n.dump());
-    times[n["name"].get<std::string>()] = n["seconds"].get<double>();
+    p.nodes[n["name"].get<std::string>()] = n["seconds"].get<double>();
   }
-  return times;
+  if (j.contains("copies")) {
+    const auto& r = j["copies"];
+    auto rate = [&](const char* key) { return r.is_object() && r.contains(key) && r[key].is_number() ? r[key].get<double>() : 0.0; };
+    p.d2h_bytes_per_s = rate("d2h_bytes_per_s");
+    p.h2d_bytes_per_s = rate("h2d_bytes_per_s");
+    if (p.d2h_bytes_per_s <= 0 || p.h2d_bytes_per_s <= 0)
+      return fail("{}: \"copies\" needs positive \"d2h_bytes_per_s\" and \"h2d_bytes_per_s\": {}", path, r.dump());
+  }
+  return p;
 }
 
 void add_profile_command(CLI::App& root, int& exit_code) {
@@ -121,7 +177,9 @@ void add_profile_command(CLI::App& root, int& exit_code) {
   add_model_options(sub, c->plan.model, /*with_model_flag=*/true);
   add_train_options(sub, c->plan.train);
   c->plan.model.batch = kDefaultTrainBatch;
-  sub->add_option("--device", c->device, "Backend: reference, cpu")->capture_default_str();
+  sub->add_option("--device", c->device, "Backend: reference, cpu, cuda")->capture_default_str();
+  sub->add_option("--copy-bytes", c->copy_bytes,
+                  "Size of the tensor the copy rates are measured with (0: measure no copies)")->capture_default_str();
   sub->add_option("--steps", c->steps, "Measured steps (each node's median is written)")->capture_default_str();
   sub->add_option("--warmup", c->warmup, "Steps run first and not measured")->capture_default_str();
   sub->add_option("-o,--output", c->output, "The profile (JSON) to write")->required();

@@ -26,7 +26,8 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
                   "a100-pcie4, h100-pcie5, h200-pcie5, gh200-c2c, cpu-here (docs/devices.md; auto's default: "
                   "cpu-here for --device cpu/reference, else h200-pcie5)");
   app->add_option("--profile", a.profile,
-                  "Node times measured by `lms profile` that replace the device model's roofline where they apply");
+                  "Node times and copy rates measured by `lms profile`, replacing the device model's roofline where "
+                  "they apply and its link rates");
   app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, and every size maxbatch/maxres probes (on stderr)");
 }
 
@@ -79,7 +80,13 @@ Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_
   else if (o.strategy == Strategy::automatic) o.device_model = LMS_TRY(device_model(default_model));
   if (!a.profile.empty()) {
     if (!o.device_model) return fail("--profile needs --device-model (for the nodes the profile does not name)");
-    o.measured = LMS_TRY(read_profile(a.profile));
+    MeasuredProfile profile = LMS_TRY(read_profile(a.profile));
+    o.measured = std::move(profile.nodes);
+    if (profile.d2h_bytes_per_s > 0) {
+      o.device_model->d2h_bytes_per_s = profile.d2h_bytes_per_s;
+      o.device_model->h2d_bytes_per_s = profile.h2d_bytes_per_s;
+      o.device_model->source += fmt::format("; copy rates measured by lms profile ({})", a.profile);
+    }
   }
   return o;
 }

@@ -22,7 +22,8 @@ struct StrategyArgs {
   std::string tflms_params;   // --tflms-params T,A,G,S (empty: search)
   bool verbose = false;       // --verbose: every parameter set the tflms search tries
   std::string device_model;   // --device-model NAME: the device auto plans for and times are predicted on
-  std::string profile;        // --profile FILE: measured node times (lms profile) overriding the roofline
+  std::string profile;        // --profile FILE: measured node times and copy rates (lms profile) overriding the
+                              // device model's roofline and link rates
 };
 
 // Adds --budget (required when `budget_required`), --host-budget, --strategy, --tflms-params, --verbose,
@@ -37,8 +38,15 @@ Result<StrategyOptions> resolve(const StrategyArgs& args, std::string_view defau
 // backends (measured here), h200-pcie5 for cuda and for plans made without a backend.
 std::string_view default_device_model(std::string_view device);
 
-// The node times of a profile `lms profile` wrote. Errors: unreadable, not a profile, a bad entry.
-Result<MeasuredTimes> read_profile(const std::string& path);
+// What `lms profile` measured on a backend.
+struct MeasuredProfile {
+  MeasuredTimes nodes;         // each profiled node's median seconds, by the name of its first output
+  double d2h_bytes_per_s = 0;  // the backend's measured copy rates; 0: none measured (--copy-bytes 0)
+  double h2d_bytes_per_s = 0;
+};
+
+// The profile `lms profile` wrote. Errors: unreadable, not a profile, a bad entry.
+Result<MeasuredProfile> read_profile(const std::string& path);
 
 // "T,A,G,S" -> parameters (ranges are checked by decide_tflms_swaps). Errors name --tflms-params.
 Result<TflmsParams> parse_tflms_params(const std::string& text);
