@@ -66,7 +66,7 @@ note "build: ok ($(elapsed))"
 lms=$build/bin/lms
 
 # --- the test suite ----------------------------------------------------------------------------------------
-timeout 180 ctest --test-dir "$build" -j 8 --timeout 120 --output-on-failure >"$out/tests.log" 2>&1
+LMS_REQUIRE_GPU=1 timeout 180 ctest --test-dir "$build" -j 8 --timeout 120 --output-on-failure >"$out/tests.log" 2>&1
 rc=$?
 tests_line=$(grep -E "tests passed|tests failed" "$out/tests.log" | tail -1)
 skipped=$(grep -c "(Skipped)" "$out/tests.log")

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 
+#include "backends/gpu_presence.h"
 #include "lms/models/models.h"
 #include "lms/runtime/backend_registry.h"
 #include "lms/runtime/trainer.h"
@@ -40,8 +41,7 @@ TrainReport train_resnet(const std::string& device, uint64_t seed) {
   return report ? std::move(*report) : TrainReport{};
 }
 
-#define SKIP_WITHOUT_GPU()                                 \
-  if (auto b = make_backend("cuda"); !b) GTEST_SKIP() << b.error().str()
+#define SKIP_WITHOUT_GPU() LMS_CUDA_BACKEND_OR_SKIP(cuda_backend)
 
 TEST(CudaTraining, Resnet18IsCloseToReference) {
   SKIP_WITHOUT_GPU();

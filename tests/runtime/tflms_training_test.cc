@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "backends/gpu_presence.h"
 #include "lms/models/models.h"
 #include "lms/runtime/backend_registry.h"
 #include "lms/runtime/trainer.h"
@@ -73,13 +74,14 @@ void expect_identical(const TrainReport& got, const TrainReport& want, const std
   }
 }
 
-// The backends of this build, and cuda when this machine has a GPU (the GPU check runs these tests there).
+// The backends of this build, and cuda when this machine has a GPU (the GPU check runs these tests there, with
+// LMS_REQUIRE_GPU=1: cuda is then listed even if its backend cannot be made, so that the tests fail saying why).
 std::vector<std::string> devices() {
   std::vector<std::string> d = {"reference"};
 #ifdef LMS_HAVE_CPU_BACKEND
   d.push_back("cpu");
 #endif
-  if (make_backend("cuda")) d.push_back("cuda");
+  if (make_backend("cuda") || gpu_required()) d.push_back("cuda");
   return d;
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -25,9 +26,12 @@ namespace lms {
 
 namespace {
 
-// "cudaMalloc (device arena of 1073741824 bytes): out of memory".
+// "cudaMalloc (device arena of 1073741824 bytes): out of memory". A failed call's error is also cleared from
+// the runtime's last-error slot (a no-op for sticky errors), so that a later cudaGetLastError does not blame it
+// on a kernel.
 Result<void> check(cudaError_t e, std::string_view what) {
   if (e == cudaSuccess) return {};
+  (void)cudaGetLastError();
   return fail("cuda backend: {}: {}", what, cudaGetErrorString(e));
 }
 
@@ -173,6 +177,16 @@ Result<void> CudaBackend::allocate_arenas(int64_t device_bytes, int64_t host_byt
                 cudaGetErrorString(e), free, total);
   }
   m.device.reset(static_cast<std::byte*>(d));
+  // The CUDA runtime, cuDNN and cuBLAS load kernels lazily, at their first launch, into device memory outside
+  // the arena: an arena that leaves less than the reserve free would fail there, in the middle of a step.
+  size_t free = 0, total = 0;
+  LMS_TRY_VOID(check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo"));
+  if (static_cast<int64_t>(free) < m.opts.cuda_reserve_bytes) {
+    m.device.reset();
+    return fail("cuda backend: a device arena of {} bytes leaves {} of the GPU's {} bytes free, less than the {} "
+                "bytes kept for the kernels CUDA, cuDNN and cuBLAS load on first use: lower the budget",
+                device_bytes, free, total, m.opts.cuda_reserve_bytes);
+  }
   void* h = nullptr;
   if (cudaError_t e = cudaHostAlloc(&h, static_cast<size_t>(std::max<int64_t>(host_bytes, 1)), cudaHostAllocDefault);
       e != cudaSuccess) {
@@ -200,6 +214,7 @@ Result<std::vector<int64_t>> CudaBackend::workspace_bytes(const Graph& g) {
 
 Result<void> CudaBackend::prepare(const Program& program) {
   Impl& m = *impl_;
+  m.prepared = nullptr;  // until this program's kernels are all made: a failure leaves nothing runnable
   if (m.device_bytes < 0) return fail("cuda backend: prepare before the arenas were allocated");
   if (program.device_arena_bytes() > m.device_bytes || program.host_arena_bytes() > m.host_bytes)
     return fail("cuda backend: the program needs arenas of {} and {} bytes, the allocated ones are {} and {}",
@@ -301,6 +316,9 @@ Result<void> CudaBackend::wait(StreamId stream, EventId e) {
 
 Result<void> CudaBackend::synchronize() {
   Impl& m = *impl_;
+  // The step's timing state ends here whatever happens: the next step records its own origin.
+  const std::vector<NodeId> ran = std::exchange(m.ran, {});
+  m.origin_recorded = false;
   LMS_TRY_VOID(m.sync_all());
   LMS_TRY_VOID(check(cudaGetLastError(), "a kernel"));
   const int32_t status = *m.status;
@@ -310,7 +328,7 @@ Result<void> CudaBackend::synchronize() {
                 status == cuda::kStatusBadId ? "an embedding id was outside the table"
                                              : "a cross-entropy label was outside [0, classes)");
   // Node times: each node's events relative to the step's origin event, placed on the host clock.
-  for (NodeId n : m.ran) {
+  for (NodeId n : ran) {
     float start_ms = 0, end_ms = 0;
     LMS_TRY_VOID(check(cudaEventElapsedTime(&start_ms, m.origin, m.starts[n.v]), "cudaEventElapsedTime"));
     LMS_TRY_VOID(check(cudaEventElapsedTime(&end_ms, m.origin, m.ends[n.v]), "cudaEventElapsedTime"));
@@ -321,18 +339,21 @@ Result<void> CudaBackend::synchronize() {
     m.times.start[n.v] = at(start_ms);
     m.times.end[n.v] = at(end_ms);
   }
-  m.ran.clear();
-  m.origin_recorded = false;
   return {};
 }
 
 // The host-side copies and scans wait for the streams first, so they never race with enqueued kernels.
+// A plain cudaMemcpy from pageable memory may return before its DMA lands, and it runs on the legacy stream,
+// which the non-blocking streams do not wait for: the copy goes on the h2d stream, waited for before returning.
 Result<void> CudaBackend::copy_to_device(int64_t offset, const void* src, int64_t bytes) {
-  LMS_TRY_VOID(impl_->check_range("copy_to_device", offset, bytes));
-  LMS_TRY_VOID(impl_->sync_all());
+  Impl& m = *impl_;
+  LMS_TRY_VOID(m.check_range("copy_to_device", offset, bytes));
+  LMS_TRY_VOID(m.sync_all());
   if (bytes == 0) return {};
-  return check(cudaMemcpy(impl_->device.get() + offset, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
-               "cudaMemcpy (to the device)");
+  cudaStream_t s = m.stream(StreamId::h2d);
+  LMS_TRY_VOID(check(cudaMemcpyAsync(m.device.get() + offset, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, s),
+                     "cudaMemcpyAsync (to the device)"));
+  return check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 Result<void> CudaBackend::copy_from_device(int64_t offset, void* dst, int64_t bytes) {

@@ -7,8 +7,9 @@
 // backend's own kernels (cuda_ops.h, kernel_fns.h); workspaces are planned buffers (workspace_bytes).
 // Kernels that meet an id or label outside its range write 0 and flag it in a host-mapped status word that
 // synchronize() turns into an error. Each node's start and end are CUDA timing events, read after synchronize
-// (node_times). Outside the arenas the CUDA context and the cuDNN and cuBLAS handles hold some device memory of
-// their own (tens to hundreds of MiB, fixed at creation): leave that much headroom under the GPU's capacity.
+// (node_times). Outside the arenas the CUDA context and the cuDNN and cuBLAS handles hold device memory of their
+// own, and the kernels CUDA and the libraries load on first use (lazily, during the first step) take more:
+// allocate_arenas refuses an arena that leaves less than BackendOptions::cuda_reserve_bytes of the GPU free.
 // This header includes no CUDA header.
 #pragma once
 
