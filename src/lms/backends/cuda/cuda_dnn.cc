@@ -86,8 +86,7 @@ Result<PreparedPtr> (*builder_of(Op op))(DnnContext&, const KernelCall&) {
     case Op::max_pool3d:
     case Op::avg_pool1d:
     case Op::avg_pool2d:
-    case Op::avg_pool3d:
-    case Op::avg_pool_grad: return build_pool;
+    case Op::avg_pool3d: return build_pool;
     case Op::matmul: return build_matmul;
     default: return nullptr;
   }
@@ -113,6 +112,11 @@ Result<void> cudnn_ok(cudnnStatus_t s, std::string_view call, Op op) {
   return cudnn_error(s, call, op_name(op));
 }
 
+void clear_cudnn_error() {
+  char message[kCudnnMessageBytes] = {};
+  cudnnGetLastErrorString(message, sizeof(message));
+}
+
 Result<void> cublas_ok(cublasStatus_t s, std::string_view call, Op op) {
   if (s == CUBLAS_STATUS_SUCCESS) return {};
   return cublas_error(s, call, op_name(op));
@@ -132,10 +136,12 @@ void DnnContextDeleter::operator()(DnnContext* c) const {
 }
 
 Result<DnnContextPtr> make_dnn_context(void* compute_stream, const DnnOptions& opts) {
-  if (opts.max_workspace_bytes < 0 || opts.cublas_workspace_bytes < 0)
-    return fail("cuda backend: DnnOptions workspace limits must be >= 0 (max_workspace_bytes {}, "
-                "cublas_workspace_bytes {})",
-                opts.max_workspace_bytes, opts.cublas_workspace_bytes);
+  // cuBLAS: "Workspace size equal to or larger than 16KiB is enough to prevent CUBLAS_STATUS_ALLOC_FAILED".
+  constexpr int64_t kMinCublasWorkspace = int64_t{16} << 10;
+  if (opts.max_workspace_bytes < 0 || opts.cublas_workspace_bytes < kMinCublasWorkspace)
+    return fail("cuda backend: DnnOptions workspace limits out of range (max_workspace_bytes {} must be >= 0, "
+                "cublas_workspace_bytes {} >= {})",
+                opts.max_workspace_bytes, opts.cublas_workspace_bytes, kMinCublasWorkspace);
   DnnContextPtr ctx(new DnnContext());
   ctx->stream = static_cast<cudaStream_t>(compute_stream);
   ctx->opts = opts;
@@ -153,7 +159,8 @@ Result<DnnContextPtr> make_dnn_context(void* compute_stream, const DnnOptions& o
   // cublasSetStream resets the handle's workspace to cuBLAS's own pool; every matmul node sets its planned
   // workspace right before its gemm, so the order here does not matter for them.
   LMS_TRY_VOID(blas(cublasSetStream(ctx->cublas, ctx->stream), "cublasSetStream"));
-  // alpha and beta are host scalars; atomics are off so that split reductions cannot reorder sums between runs.
+  // alpha and beta are host scalars; atomics stay off (cuBLAS's default; it concerns routines like symv, gemm sums
+  // split reductions deterministically either way).
   LMS_TRY_VOID(blas(cublasSetPointerMode(ctx->cublas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode"));
   LMS_TRY_VOID(blas(cublasSetAtomicsMode(ctx->cublas, CUBLAS_ATOMICS_NOT_ALLOWED), "cublasSetAtomicsMode"));
   // DEFAULT keeps f32 gemms in f32 (TF32 only when asked for); it does not affect f64.
@@ -233,15 +240,6 @@ Result<TensorDesc> packed_tensor(const std::vector<int64_t>& dims, cudnnDataType
   LMS_TRY_VOID(cudnn_ok(cudnnSetTensorNdDescriptor(desc.get(), t, static_cast<int>(rank), d.data(), s.data()),
                         "cudnnSetTensorNdDescriptor", op));
   return desc;
-}
-
-Result<std::vector<int64_t>> spatial_attr(const KernelCall& call, std::string_view name, int rank, int64_t fill) {
-  IntList v = call.attrs->get_ints(name, {});
-  if (v.empty()) v.assign(static_cast<size_t>(rank), fill);
-  if (static_cast<int>(v.size()) != rank)
-    return fail("cuda backend: {} attribute '{}' has {} entries for {} spatial dimensions", op_name(call.op), name,
-                v.size(), rank);
-  return v;
 }
 
 Result<int> to_int(int64_t v, std::string_view what, Op op) {

@@ -2,8 +2,8 @@
 // algorithm, workspace size) and then enqueued on the backend's compute stream as often as it runs. Covered:
 // convolutions 1/2/3-D forward, conv_backward_data, conv_backward_filter and transposed convolutions (cuDNN's
 // legacy convolution API, which cuDNN 9 keeps), batch_norm and batch_norm_grad (cuDNN, spatial mode), max and
-// avg pooling and avg_pool_grad (cuDNN; max_pool_grad is an own kernel, for the reference's tie rule), matmul (cuBLAS, batched and strided), in f32 and f64. Every other op
-// is one of the backend's own CUDA kernels (cuda_kernels.h).
+// avg pooling (cuDNN; the pooling gradients are own kernels), matmul (cuBLAS, batched and strided), in f32 and
+// f64. Every other op is one of the backend's own CUDA kernels (cuda_ops.h).
 // Algorithms: chosen from cuDNN's heuristics (never by timing runs, so the choice depends on the shapes and the
 // options alone and two programs with the same nodes compute the same bits), deterministic ones only, the
 // fastest whose workspace fits DnnOptions::max_workspace_bytes. TF32 is off unless DnnOptions::allow_tf32.

@@ -67,6 +67,9 @@ PreparedPtr zero_fill_kernel(DnnContext& ctx, const KernelCall& call);
 Result<void> cudnn_ok(cudnnStatus_t s, std::string_view call, Op op);
 Result<void> cublas_ok(cublasStatus_t s, std::string_view call, Op op);
 Result<void> cuda_ok(cudaError_t e, std::string_view call, Op op);
+// Reads and drops cuDNN's last error message after a failure the caller tolerates (a tried algorithm), so that a
+// later error is not reported with its text.
+void clear_cudnn_error();
 
 // An owned cuDNN descriptor: created by `make`, destroyed with the object.
 template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
@@ -123,8 +126,6 @@ Scaling scaling_for(cudnnDataType_t t);
 // above INT_MAX (cuDNN's legacy descriptors are 32-bit), or cuDNN refusing the shape.
 Result<TensorDesc> packed_tensor(const std::vector<int64_t>& dims, cudnnDataType_t t, Op op);
 
-// A list attribute with one entry per spatial dimension; empty (or absent) means `rank` copies of `fill`.
-Result<std::vector<int64_t>> spatial_attr(const KernelCall& call, std::string_view name, int rank, int64_t fill);
 // `v` as an int for a cuDNN or cuBLAS argument; errors name `what` and the op.
 Result<int> to_int(int64_t v, std::string_view what, Op op);
 using reference::product;  // s[from, to)

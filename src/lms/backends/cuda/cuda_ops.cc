@@ -242,20 +242,9 @@ Result<OwnKernel> global_avg_pool(const Args& a, const Launcher& l) {
   return reduce(a, l, st, static_cast<double>(reference::product(x, 2, x.size())), true);
 }
 
-// max_pool_grad (dy, x) -> dx, with the reference's geometry checks (stride defaults to the kernel, pad to 0).
-Result<OwnKernel> max_pool_grad(const Args& a, const Launcher& l) {
-  const Shape &x = a.in(1).shape, &y = a.in(0).shape;
-  const int rank = static_cast<int>(x.size()) - 2;
-  if (rank < 1 || rank > reference::kMaxSpatial)
-    return fail("{} needs x[N,C,*sp] with 1 to 3 spatial dimensions, got {}", a.name(), to_string(a.in(1)));
-  const IntList kernel = a.c.ints("kernel");
-  IntList stride = a.c.ints("stride");
-  if (stride.empty()) stride = kernel;
-  const IntList pad = LMS_TRY(reference::spatial_attr(a, "pad", rank, 0));
-  if (static_cast<int>(kernel.size()) != rank || static_cast<int>(stride.size()) != rank)
-    return fail("{} needs {} kernel and stride entries", a.name(), rank);
-  const reference::Windows r =
-      reference::make_windows(x, y, kernel, stride, pad, IntList(static_cast<size_t>(rank), 1));
+// The reference's checked geometry of pooling x -> y, as the element functions take it.
+Result<PoolWindows> pool_windows(const Args& a, const Shape& x, const Shape& y) {
+  const reference::Windows r = LMS_TRY(reference::pool_geometry(a, x, y));
   PoolWindows w{};
   for (int d = 0; d < 3; ++d) {
     w.in[d] = r[static_cast<size_t>(d)].in;
@@ -264,8 +253,23 @@ Result<OwnKernel> max_pool_grad(const Args& a, const Launcher& l) {
     w.stride[d] = r[static_cast<size_t>(d)].stride;
     w.pad[d] = r[static_cast<size_t>(d)].pad;
   }
+  return w;
+}
+
+// max_pool_grad (dy, x) -> dx.
+Result<OwnKernel> max_pool_grad(const Args& a, const Launcher& l) {
+  const PoolWindows w = LMS_TRY(pool_windows(a, a.in(1).shape, a.in(0).shape));
   return for_float(a, a.in(1).dtype, [&]<class T>() -> Result<OwnKernel> {
     return single(l, MaxPoolGrad<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), w}, elements(a.in(1)));
+  });
+}
+
+// avg_pool_grad (dy) -> dx of x_shape.
+Result<OwnKernel> avg_pool_grad(const Args& a, const Launcher& l) {
+  const PoolWindows w = LMS_TRY(pool_windows(a, a.out(0).shape, a.in(0).shape));
+  const bool include_pad = a.c.b("count_include_pad");
+  return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, AvgPoolGrad<T>{in<T>(a, 0), out<T>(a, 0), w, include_pad}, elements(a.out(0)));
   });
 }
 
@@ -530,7 +534,8 @@ bool is_own_op(Op op) {
     case Op::sum_to:
     case Op::slice_grad:
     case Op::bn_running_update:
-    case Op::max_pool_grad: return true;
+    case Op::max_pool_grad:
+    case Op::avg_pool_grad: return true;
     default: return false;
   }
 }
@@ -573,6 +578,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::gelu_grad: return activation_grad(a, l, GradKind::gelu);
       case Op::global_avg_pool: return global_avg_pool(a, l);
       case Op::max_pool_grad: return max_pool_grad(a, l);
+      case Op::avg_pool_grad: return avg_pool_grad(a, l);
       case Op::mean: return mean_or_sum(a, l, true);
       case Op::reduce_sum: return mean_or_sum(a, l, false);
       case Op::sum_to: return sum_to(a, l);

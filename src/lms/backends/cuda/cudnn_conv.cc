@@ -10,7 +10,9 @@
 // because the descriptors are built from it. Refused: a conv_transpose whose output_pad >= stride (allowed by the
 // shape rule when output_pad < dilation) needs asymmetric padding, which the legacy descriptors cannot express.
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -22,12 +24,16 @@ namespace {
 
 // Note [Convolution algorithm choice]: cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7, never the timing
 // cudnnFind*, so the choice depends on shapes, options, GPU and cuDNN version alone) list algorithms in expected
-// speed order. We take the first one that (1) cuDNN reports as supported, (2) is deterministic, (3) keeps the
-// precision the options ask for (math_allowed), and (4) needs at most DnnOptions::max_workspace_bytes, measured
-// again with cudnnGetConvolution*WorkspaceSize once its math type is set on the descriptor (the size the node
-// passes to cuDNN; it plans kLibraryWorkspaceAlignment more). The descriptor starts in the math mode the options
-// allow (FMA-only for f32 without TF32, so the heuristics rank only FMA kernels) and ends in the chosen result's
-// math mode, which cuDNN needs together with the algorithm to pick its kernel.
+// speed order. The candidates are those that (1) cuDNN reports as supported, (2) are deterministic, (3) keep the
+// precision the options ask for (run_math: an f32 result in cuDNN's default math runs FMA-only when TF32 is
+// off, never with TF32), and (4) need at most DnnOptions::max_workspace_bytes, measured again with
+// cudnnGetConvolution*WorkspaceSize once their math type is set on the descriptor. The node plans the first
+// candidate's workspace (plus kLibraryWorkspaceAlignment) and runs it. The heuristics are known to list
+// algorithms that then refuse to run (PyTorch issue 31336): when a run answers "not supported", the node moves
+// for good to the next candidate whose workspace fits the planned one, so a given node on a given GPU always
+// ends on the same algorithm. The descriptor starts in the math mode the options allow (FMA-only for f32
+// without TF32, so the heuristics rank FMA kernels) and holds the running candidate's, which cuDNN needs
+// together with the algorithm to pick its kernel.
 
 // The plain convolution's shapes and window, before any padding to cuDNN's 4-D minimum.
 struct ConvShapes {
@@ -48,9 +54,10 @@ Result<ConvShapes> conv_shapes(const KernelCall& call, const Shape& x, const Sha
                 to_string(w), to_string(y));
   ConvShapes s{x, w, y, {}, {}, {}, call.attrs->get_int("groups", 1)};
   if (s.groups < 1) return fail("cuda backend: {} attribute 'groups' = {} must be at least 1", name, s.groups);
-  s.stride = LMS_TRY(spatial_attr(call, "stride", rank, 1));
-  s.pad = LMS_TRY(spatial_attr(call, "pad", rank, 0));
-  s.dil = LMS_TRY(spatial_attr(call, "dilation", rank, 1));
+  const reference::Args args(call);
+  s.stride = LMS_TRY(reference::spatial_attr(args, "stride", rank, 1));
+  s.pad = LMS_TRY(reference::spatial_attr(args, "pad", rank, 0));
+  s.dil = LMS_TRY(reference::spatial_attr(args, "dilation", rank, 1));
   if (y[0] != x[0] || x[1] % s.groups != 0 || y[1] % s.groups != 0 || w[0] != y[1] || w[1] * s.groups != x[1])
     return fail("cuda backend: {} channels do not agree: x {}, w {}, y {}, groups {}", name, to_string(x),
                 to_string(w), to_string(y), s.groups);
@@ -78,7 +85,7 @@ Result<ConvShapes> transpose_shapes(const KernelCall& call) {
   if (rank < 1 || rank > 3 || out.size() != x.size())
     return fail("cuda backend: {} needs input and output of one rank 3..5, got {} and {}", op_name(call.op),
                 to_string(x), to_string(out));
-  const std::vector<int64_t> output_pad = LMS_TRY(spatial_attr(call, "output_pad", rank, 0));
+  const std::vector<int64_t> output_pad = LMS_TRY(reference::spatial_attr(reference::Args(call), "output_pad", rank, 0));
   Shape conv_in = out;
   for (int i = 0; i < rank; ++i) conv_in[static_cast<size_t>(2 + i)] -= output_pad[static_cast<size_t>(i)];
   ConvShapes s = LMS_TRY(conv_shapes(call, conv_in, w, x));
@@ -94,11 +101,14 @@ Result<ConvShapes> transpose_shapes(const KernelCall& call) {
   return s;
 }
 
-// Whether a heuristic result's math mode keeps the precision the options ask for.
-bool math_allowed(cudnnMathType_t m, cudnnDataType_t t, bool allow_tf32) {
-  if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;  // may convert f32 operands down to f16/bf16
-  if (t == CUDNN_DATA_FLOAT && !allow_tf32) return m == CUDNN_FMA_MATH;  // anything else may use TF32
-  return true;  // f32 with TF32 allowed; f64, whose tensor-core kernels (DMMA) are full f64 precision
+// The math mode a heuristic result runs in under the options, or nothing when it cannot keep their precision.
+std::optional<cudnnMathType_t> run_math(cudnnMathType_t m, cudnnDataType_t t, bool allow_tf32) {
+  if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return std::nullopt;  // may convert f32 operands to f16/bf16
+  if (t == CUDNN_DATA_FLOAT && !allow_tf32) {  // tensor-op math may use TF32; default math runs FMA-only
+    if (m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH) return CUDNN_FMA_MATH;
+    return std::nullopt;
+  }
+  return m;  // f32 with TF32 allowed; f64, whose tensor-core kernels (DMMA) are full f64 precision
 }
 
 // The math mode the descriptor has while the heuristics rank algorithms (see the Note).
@@ -106,9 +116,10 @@ cudnnMathType_t initial_math(cudnnDataType_t t, bool allow_tf32) {
   return t == CUDNN_DATA_FLOAT && !allow_tf32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
 }
 
-template <class Algo>
-struct AlgoChoice {
-  Algo algo{};
+// One usable algorithm (the Note): cuDNN's algorithm enum of the pass, as an int, its math mode and workspace.
+struct Candidate {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   size_t bytes = 0;
 };
 
@@ -167,50 +178,86 @@ class ConvKernel final : public PreparedKernel {
       case ConvPass::backward_data: LMS_TRY_VOID(choose_backward_data()); break;
       case ConvPass::backward_filter: LMS_TRY_VOID(choose_backward_filter()); break;
     }
+    workspace_bytes_ = candidates_.front().bytes;
+    LMS_TRY_VOID(cudnn_ok(cudnnSetConvolutionMathType(conv_.get(), candidates_.front().math),
+                          "cudnnSetConvolutionMathType", op_));
     if (workspace_bytes_ > 0) workspace_needed_ = static_cast<int64_t>(workspace_bytes_) + kLibraryWorkspaceAlignment;
     return {};
   }
 
   Result<void> run() override {
+    for (;;) {
+      const cudnnStatus_t status = launch(candidates_[running_]);
+      if (CUDNN_STATUS_CATEGORY(status) != CUDNN_STATUS_NOT_SUPPORTED || !move_to_next_candidate())
+        return cudnn_ok(status, kPassCall[static_cast<int>(pass_)], op_);
+    }
+  }
+
+ private:
+  static constexpr std::string_view kPassCall[] = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+                                                   "cudnnConvolutionBackwardFilter"};
+
+  cudnnStatus_t launch(const Candidate& c) {
     const Scaling s = scaling_for(dtype_);
     void* ws = workspace_bytes_ > 0 ? aligned_workspace(workspace_) : nullptr;
     switch (pass_) {
       case ConvPass::forward:
-        return cudnn_ok(cudnnConvolutionForward(ctx_.cudnn, s.one, x_.get(), a_, w_.get(), b_, conv_.get(), fwd_, ws,
-                                                workspace_bytes_, s.zero, y_.get(), out_),
-                        "cudnnConvolutionForward", op_);
+        return cudnnConvolutionForward(ctx_.cudnn, s.one, x_.get(), a_, w_.get(), b_, conv_.get(),
+                                       static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, c.bytes, s.zero, y_.get(),
+                                       out_);
       case ConvPass::backward_data:  // a = dy (conv_transpose: its x), b = w, out = dx (conv_transpose: its out)
-        return cudnn_ok(cudnnConvolutionBackwardData(ctx_.cudnn, s.one, w_.get(), b_, y_.get(), a_, conv_.get(),
-                                                     bwd_data_, ws, workspace_bytes_, s.zero, x_.get(), out_),
-                        "cudnnConvolutionBackwardData", op_);
+        return cudnnConvolutionBackwardData(ctx_.cudnn, s.one, w_.get(), b_, y_.get(), a_, conv_.get(),
+                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.bytes, s.zero,
+                                            x_.get(), out_);
       case ConvPass::backward_filter:  // a = x, b = dy, out = dw
-        return cudnn_ok(cudnnConvolutionBackwardFilter(ctx_.cudnn, s.one, x_.get(), a_, y_.get(), b_, conv_.get(),
-                                                       bwd_filter_, ws, workspace_bytes_, s.zero, w_.get(), out_),
-                        "cudnnConvolutionBackwardFilter", op_);
+        return cudnnConvolutionBackwardFilter(ctx_.cudnn, s.one, x_.get(), a_, y_.get(), b_, conv_.get(),
+                                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.bytes,
+                                              s.zero, w_.get(), out_);
     }
-    return fail("cuda backend: {} has an unknown convolution pass", op_name(op_));
+    return CUDNN_STATUS_BAD_PARAM;
   }
 
- private:
-  // The first heuristic result that the Note accepts; `workspace_of(algo, &bytes)` measures `algo` with the math
-  // type set on the descriptor.
+  // After a run refused as not supported: the next candidate whose workspace fits the planned one, for good
+  // (the Note). False when there is none.
+  bool move_to_next_candidate() {
+    clear_cudnn_error();
+    for (size_t i = running_ + 1; i < candidates_.size(); ++i) {
+      if (candidates_[i].bytes > workspace_bytes_) continue;
+      if (cudnnSetConvolutionMathType(conv_.get(), candidates_[i].math) != CUDNN_STATUS_SUCCESS) {
+        clear_cudnn_error();
+        continue;
+      }
+      running_ = i;
+      return true;
+    }
+    return false;
+  }
+
+  // candidates_: the heuristic results the Note accepts, in their order; `workspace_of(algo, &bytes)` measures
+  // `algo` with its math type set on the descriptor.
   template <class Perf, class WorkspaceOf>
-  Result<AlgoChoice<decltype(Perf::algo)>> pick(const std::vector<Perf>& perfs, std::string_view heuristic,
-                                                WorkspaceOf workspace_of) {
+  Result<void> pick(const std::vector<Perf>& perfs, std::string_view heuristic, WorkspaceOf workspace_of) {
     const auto limit = static_cast<uint64_t>(ctx_.opts.max_workspace_bytes);
     for (const Perf& p : perfs) {
       if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
-      if (!math_allowed(p.mathType, dtype_, ctx_.opts.allow_tf32) || static_cast<uint64_t>(p.memory) > limit) continue;
-      LMS_TRY_VOID(cudnn_ok(cudnnSetConvolutionMathType(conv_.get(), p.mathType), "cudnnSetConvolutionMathType", op_));
+      const std::optional<cudnnMathType_t> math = run_math(p.mathType, dtype_, ctx_.opts.allow_tf32);
+      if (!math || static_cast<uint64_t>(p.memory) > limit) continue;
+      LMS_TRY_VOID(cudnn_ok(cudnnSetConvolutionMathType(conv_.get(), *math), "cudnnSetConvolutionMathType", op_));
       size_t bytes = 0;
-      // A failing size query means the algorithm does not run in this math mode after all: try the next one.
-      if (workspace_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS || static_cast<uint64_t>(bytes) > limit) continue;
-      return AlgoChoice<decltype(Perf::algo)>{p.algo, bytes};
+      // A failing size query means the algorithm does not run in this math mode after all: not a candidate.
+      if (workspace_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) {
+        clear_cudnn_error();
+        continue;
+      }
+      if (static_cast<uint64_t>(bytes) <= limit) candidates_.push_back({static_cast<int>(p.algo), *math, bytes});
     }
+    if (!candidates_.empty()) return {};
     return fail("cuda backend: {} ({}): none of the {} algorithms {} lists is supported, deterministic, {} and "
                 "within the workspace limit of {} bytes",
                 op_name(op_), shapes_, perfs.size(), heuristic,
-                dtype_ == CUDNN_DATA_FLOAT && !ctx_.opts.allow_tf32 ? "FMA-only (TF32 off)" : "full precision",
+                dtype_ == CUDNN_DATA_FLOAT && !ctx_.opts.allow_tf32 ? "FMA-only (TF32 off)"
+                : dtype_ == CUDNN_DATA_FLOAT                        ? "TF32 allowed"
+                                                                    : "f64",
                 ctx_.opts.max_workspace_bytes);
   }
 
@@ -235,12 +282,9 @@ class ConvKernel final : public PreparedKernel {
           return cudnnGetConvolutionForwardAlgorithm_v7(ctx_.cudnn, x_.get(), w_.get(), conv_.get(), y_.get(), n, got,
                                                         p);
         }));
-    auto c = LMS_TRY(pick(perfs, kGet, [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
+    return pick(perfs, kGet, [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
       return cudnnGetConvolutionForwardWorkspaceSize(ctx_.cudnn, x_.get(), w_.get(), conv_.get(), y_.get(), a, bytes);
-    }));
-    fwd_ = c.algo;
-    workspace_bytes_ = c.bytes;
-    return {};
+    });
   }
 
   Result<void> choose_backward_data() {
@@ -251,13 +295,10 @@ class ConvKernel final : public PreparedKernel {
           return cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx_.cudnn, w_.get(), y_.get(), conv_.get(), x_.get(), n,
                                                              got, p);
         }));
-    auto c = LMS_TRY(pick(perfs, kGet, [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
+    return pick(perfs, kGet, [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
       return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx_.cudnn, w_.get(), y_.get(), conv_.get(), x_.get(), a,
                                                           bytes);
-    }));
-    bwd_data_ = c.algo;
-    workspace_bytes_ = c.bytes;
-    return {};
+    });
   }
 
   Result<void> choose_backward_filter() {
@@ -268,13 +309,10 @@ class ConvKernel final : public PreparedKernel {
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx_.cudnn, x_.get(), y_.get(), conv_.get(), w_.get(),
                                                                n, got, p);
         }));
-    auto c = LMS_TRY(pick(perfs, kGet, [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+    return pick(perfs, kGet, [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
       return cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx_.cudnn, x_.get(), y_.get(), conv_.get(), w_.get(), a,
                                                             bytes);
-    }));
-    bwd_filter_ = c.algo;
-    workspace_bytes_ = c.bytes;
-    return {};
+    });
   }
 
   DnnContext& ctx_;
@@ -290,10 +328,9 @@ class ConvKernel final : public PreparedKernel {
   TensorDesc x_, y_;  // the plain convolution's input and output (the data gradient's dx and dy)
   FilterDesc w_;
   ConvolutionDesc conv_;
-  cudnnConvolutionFwdAlgo_t fwd_{};
-  cudnnConvolutionBwdDataAlgo_t bwd_data_{};
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
-  size_t workspace_bytes_ = 0;  // of the chosen algorithm
+  std::vector<Candidate> candidates_;  // the Note's, best first (never empty after init)
+  size_t running_ = 0;                 // the candidate runs use
+  size_t workspace_bytes_ = 0;         // planned: the first candidate's
   std::string shapes_;          // for errors
 };
 

@@ -8,10 +8,10 @@
 //                    mean and invstd as its saved statistics, so it does not recompute them.
 //   max_pool1d/2d/3d, avg_pool1d/2d/3d: cudnnPoolingForward (CUDNN_POOLING_MAX_DETERMINISTIC, NaN propagating;
 //                    CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING or _EXCLUDE_PADDING per count_include_pad).
-//   max_pool_grad is an own kernel (cuda_ops.h), not cuDNN: the reference sends dy to the FIRST maximum of a
-//                    window, and which of tied maxima cuDNN's backward picks is undocumented (ties are common
-//                    after a relu: zeros).
-//   avg_pool_grad    (dy) -> dx: cudnnPoolingBackward, whose average mode reads neither y nor x (dy and dx stand in).
+//   max_pool_grad and avg_pool_grad are own kernels (cuda_ops.h), not cuDNN: the reference sends dy to the FIRST
+//                    maximum of a window, and which of tied maxima cuDNN's backward picks is undocumented (ties
+//                    are common after a relu: zeros); cuDNN's average backward wants y and x pointers whose use it
+//                    does not document, and the own kernel is bit-identical to the reference.
 // x[N, C, *sp] is cuDNN's 4-D or 5-D tensor: 1-D pooling and [N,C] / [N,C,L] batch norm get trailing size-1
 // dimensions (window 1, stride 1, pad 0), batch norm above rank 5 folds its spatial dimensions into one. Geometry
 // follows the reference (PyTorch, ceil_mode off): stride defaults to the kernel, pad to zeros, pad <= kernel/2.
@@ -93,50 +93,27 @@ class BatchNormKernel final : public PreparedKernel {
 // ---- pooling ----
 
 struct PoolGeometry {
-  std::vector<int64_t> kernel, stride, pad;
+  std::vector<int64_t> kernel, stride, pad;  // one entry per spatial dimension
 };
 
-// The window of pooling x -> y, checked as the reference checks it (the descriptors are built from it).
+// The window of pooling x -> y, checked by the reference's pool_geometry (the descriptors are built from it).
 Result<PoolGeometry> pool_geometry(const KernelCall& call, const Shape& x, const Shape& y) {
-  const std::string_view name = op_name(call.op);
-  const int rank = static_cast<int>(x.size()) - 2;
-  if (rank < 1 || rank > 3 || y.size() != x.size() || y[0] != x[0] || y[1] != x[1])
-    return fail("cuda backend: {} needs x[N,C,*sp] and y[N,C,*out] with 1 to 3 spatial dimensions, got {} and {}",
-                name, to_string(x), to_string(y));
+  const reference::Windows w = LMS_TRY(reference::pool_geometry(reference::Args(call), x, y));
   PoolGeometry g;
-  g.kernel = call.attrs->get_ints("kernel", {});
-  if (static_cast<int>(g.kernel.size()) != rank)
-    return fail("cuda backend: {} attribute 'kernel' has {} entries for {} spatial dimensions", name, g.kernel.size(),
-                rank);
-  g.stride = call.attrs->get_ints("stride", {});
-  if (g.stride.empty()) g.stride = g.kernel;
-  if (static_cast<int>(g.stride.size()) != rank)
-    return fail("cuda backend: {} attribute 'stride' has {} entries for {} spatial dimensions", name, g.stride.size(),
-                rank);
-  g.pad = LMS_TRY(spatial_attr(call, "pad", rank, 0));
-  for (int i = 0; i < rank; ++i) {
-    const size_t d = static_cast<size_t>(2 + i), a = static_cast<size_t>(i);
-    const int64_t span = x[d] + 2 * g.pad[a] - g.kernel[a];
-    if (g.kernel[a] < 1 || g.stride[a] < 1 || g.pad[a] < 0 || g.pad[a] > g.kernel[a] / 2 || span < 0 ||
-        span / g.stride[a] + 1 != y[d])
-      return fail("cuda backend: {} spatial dimension {}: input {} with kernel {}, stride {}, pad {} does not give "
-                  "output {} (x {}, y {})",
-                  name, i, x[d], g.kernel[a], g.stride[a], g.pad[a], y[d], to_string(x), to_string(y));
+  for (size_t d = reference::kMaxSpatial - (x.size() - 2); d < reference::kMaxSpatial; ++d) {
+    g.kernel.push_back(w[d].k);
+    g.stride.push_back(w[d].stride);
+    g.pad.push_back(w[d].pad);
   }
   return g;
 }
 
-enum class PoolPass { forward, avg_grad };
-
 class PoolKernel final : public PreparedKernel {
  public:
-  PoolKernel(DnnContext& ctx, const KernelCall& call, PoolPass pass, cudnnDataType_t t)
-      : ctx_(ctx), op_(call.op), pass_(pass), dtype_(t) {
-    for (const TensorRef& r : call.inputs) in_.push_back(r.data);
-    out_ = call.outputs[0].data;
-  }
+  PoolKernel(DnnContext& ctx, const KernelCall& call, cudnnDataType_t t)
+      : ctx_(ctx), op_(call.op), dtype_(t), in_(call.inputs[0].data), out_(call.outputs[0].data) {}
 
-  // x: the pooled input's shape (x or dx), y: the pooled output's (y or dy).
+  // x: the pooled input's shape, y: the pooled output's.
   Result<void> init(const Shape& x, const Shape& y, const PoolGeometry& g, cudnnPoolingMode_t mode) {
     std::vector<int64_t> xd = x, yd = y, kernel = g.kernel, stride = g.stride, pad = g.pad;
     if (x.size() == 3) {  // NCW -> NCW1 with a trivial second window dimension
@@ -165,26 +142,17 @@ class PoolKernel final : public PreparedKernel {
 
   Result<void> run() override {
     const Scaling s = scaling_for(dtype_);
-    switch (pass_) {
-      case PoolPass::forward:  // x -> y
-        return cudnn_ok(cudnnPoolingForward(ctx_.cudnn, pool_.get(), s.one, x_.get(), in_[0], s.zero, y_.get(), out_),
-                        "cudnnPoolingForward", op_);
-      case PoolPass::avg_grad:  // dy -> dx; average pooling's gradient depends on neither y nor x
-        return cudnn_ok(cudnnPoolingBackward(ctx_.cudnn, pool_.get(), s.one, y_.get(), in_[0], y_.get(), in_[0],
-                                             x_.get(), out_, s.zero, x_.get(), out_),
-                        "cudnnPoolingBackward", op_);
-    }
-    return fail("cuda backend: {} has an unknown pooling pass", op_name(op_));
+    return cudnn_ok(cudnnPoolingForward(ctx_.cudnn, pool_.get(), s.one, x_.get(), in_, s.zero, y_.get(), out_),
+                    "cudnnPoolingForward", op_);
   }
 
  private:
   DnnContext& ctx_;
   Op op_;
-  PoolPass pass_;
   cudnnDataType_t dtype_;
-  std::vector<void*> in_;  // the call's inputs in op order
-  void* out_;
-  TensorDesc x_, y_;  // the pooled input and output (also dx and dy)
+  const void* in_;  // x
+  void* out_;       // y
+  TensorDesc x_, y_;
   PoolingDesc pool_;
 };
 
@@ -247,16 +215,8 @@ Result<PreparedPtr> build_pool(DnnContext& ctx, const KernelCall& call) {
       const Shape &x = in_shape(call, 0), &y = out_shape(call, 0);
       const PoolGeometry g = LMS_TRY(pool_geometry(call, x, y));
       if (auto e = LMS_TRY(empty_pool(ctx, call))) return std::move(*e);
-      auto k = std::make_unique<PoolKernel>(ctx, call, PoolPass::forward, t);
+      auto k = std::make_unique<PoolKernel>(ctx, call, t);
       LMS_TRY_VOID(k->init(x, y, g, pooling_mode(call, average)));
-      return PreparedPtr(std::move(k));
-    }
-    case Op::avg_pool_grad: {  // (dy) -> dx of x_shape
-      const Shape &dy = in_shape(call, 0), &dx = out_shape(call, 0);
-      const PoolGeometry g = LMS_TRY(pool_geometry(call, dx, dy));
-      if (auto e = LMS_TRY(empty_pool(ctx, call))) return std::move(*e);
-      auto k = std::make_unique<PoolKernel>(ctx, call, PoolPass::avg_grad, t);
-      LMS_TRY_VOID(k->init(dx, dy, g, pooling_mode(call, true)));
       return PreparedPtr(std::move(k));
     }
     default: return fail("cuda backend: {} is not a pooling op", op_name(call.op));

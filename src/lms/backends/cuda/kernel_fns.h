@@ -304,6 +304,11 @@ struct PoolWindows {
     }
     return best;
   }
+  // The input positions along dimension d in output o's window (padding excluded).
+  LMS_HD int64_t valid(int d, int64_t o) const {
+    const int64_t first = o * stride[d] - pad[d], last = first + k[d] - 1;
+    return (last < in[d] - 1 ? last : in[d] - 1) - (first > 0 ? first : 0) + 1;
+  }
   // The outputs along dimension d whose windows hold input position i: [first, last] (empty when first > last).
   LMS_HD void covering(int d, int64_t i, int64_t& first, int64_t& last) const {
     const int64_t hi = i + pad[d];  // o*stride <= i + pad, and o*stride + k - 1 >= i + pad
@@ -336,6 +341,36 @@ struct MaxPoolGrad {
       for (int64_t o1 = f1; o1 <= l1; ++o1)
         for (int64_t o2 = f2; o2 <= l2; ++o2)
           if (w.argmax(xp, o0, o1, o2) == at) acc += static_cast<double>(dyp[(o0 * w.out[1] + o1) * w.out[2] + o2]);
+    dx[i] = static_cast<T>(acc);
+  }
+};
+
+// avg_pool_grad by gathering, one input element per index: the sum of dy / divisor over the windows holding
+// it, in ascending output order, in double: the reference scatters the same shares in that order into a double
+// accumulator. The divisor is the window size, or with count_include_pad off its positions inside the input
+// (the product of the per-dimension counts, as the reference's count of the window's positions).
+template <class T>
+struct AvgPoolGrad {
+  const T* dy;
+  T* dx;
+  PoolWindows w;
+  bool include_pad;
+  LMS_HD void operator()(int64_t i) const {
+    const int64_t plane = i / w.in_plane(), at = i % w.in_plane();
+    const int64_t i2 = at % w.in[2], i1 = (at / w.in[2]) % w.in[1], i0 = at / (w.in[2] * w.in[1]);
+    const T* dyp = dy + plane * w.out_plane();
+    int64_t f0, l0, f1, l1, f2, l2;
+    w.covering(0, i0, f0, l0);
+    w.covering(1, i1, f1, l1);
+    w.covering(2, i2, f2, l2);
+    double acc = 0;
+    for (int64_t o0 = f0; o0 <= l0; ++o0)
+      for (int64_t o1 = f1; o1 <= l1; ++o1)
+        for (int64_t o2 = f2; o2 <= l2; ++o2) {
+          const int64_t divisor =
+              include_pad ? w.k[0] * w.k[1] * w.k[2] : w.valid(0, o0) * w.valid(1, o1) * w.valid(2, o2);
+          acc += static_cast<double>(dyp[(o0 * w.out[1] + o1) * w.out[2] + o2]) / static_cast<double>(divisor);
+        }
     dx[i] = static_cast<T>(acc);
   }
 };

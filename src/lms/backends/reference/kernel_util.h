@@ -156,4 +156,9 @@ using Windows = std::array<Window, kMaxSpatial>;
 Windows make_windows(const Shape& x, const Shape& y, const IntList& k, const IntList& stride, const IntList& pad,
                      const IntList& dil);
 
+// The checked window geometry of pooling x[N,C,*in] -> y[N,C,*out] (1 to 3 spatial dimensions) under a's
+// kernel/stride/pad attributes (stride defaults to the kernel, pad to 0, pad <= kernel/2): kernels index both
+// buffers by it, so the output sizes must follow the pooling formula whatever the shape rule checked.
+Result<Windows> pool_geometry(const Args& a, const Shape& x, const Shape& y);
+
 }  // namespace lms::reference

@@ -16,32 +16,6 @@ namespace lms::reference {
 
 namespace {
 
-// Builds and checks the window geometry of pooling x[N,C,*in] -> y[N,C,*out]: the loops index both buffers by
-// it, so the output sizes must follow the pooling formula whatever the shape rule checked.
-Result<Windows> pool_geometry(const Args& a, const Shape& x, const Shape& y) {
-  const int rank = static_cast<int>(x.size()) - 2;
-  if (rank < 1 || rank > kMaxSpatial || y.size() != x.size() || y[0] != x[0] || y[1] != x[1])
-    return fail("{} needs x[N,C,*sp] and y[N,C,*out] with 1 to 3 spatial dimensions, got {} and {}", a.name(),
-                to_string(x), to_string(y));
-  IntList kernel = a.c.ints("kernel");
-  if (static_cast<int>(kernel.size()) != rank)
-    return fail("{} attribute 'kernel' = {} needs {} entries", a.name(), to_string(Attribute{kernel}), rank);
-  IntList stride = a.c.ints("stride");
-  if (stride.empty()) stride = kernel;
-  if (static_cast<int>(stride.size()) != rank)
-    return fail("{} attribute 'stride' = {} needs {} entries", a.name(), to_string(Attribute{stride}), rank);
-  IntList pad = LMS_TRY(spatial_attr(a, "pad", rank, 0));
-  for (int i = 0; i < rank; ++i) {
-    const int64_t span = x[2 + i] + 2 * pad[i] - kernel[i];
-    if (kernel[i] < 1 || stride[i] < 1 || pad[i] < 0 || pad[i] > kernel[i] / 2 || span < 0 ||
-        span / stride[i] + 1 != y[2 + i])
-      return fail("{} spatial dimension {}: input {} with kernel {}, stride {}, pad {} does not give output {} (x {}, "
-                  "y {})",
-                  a.name(), i, x[2 + i], kernel[i], stride[i], pad[i], y[2 + i], to_string(x), to_string(y));
-  }
-  return make_windows(x, y, kernel, stride, pad, IntList(static_cast<size_t>(rank), 1));
-}
-
 int64_t plane_size_in(const Windows& w) { return w[0].in * w[1].in * w[2].in; }
 int64_t plane_size_out(const Windows& w) { return w[0].out * w[1].out * w[2].out; }
 int64_t window_size(const Windows& w) { return w[0].k * w[1].k * w[2].k; }
@@ -150,6 +124,31 @@ Result<void> same_dtype(const Args& a) {
 }
 
 }  // namespace
+
+// kernel_util.h; the cuda backend's own pooling gradients use it too.
+Result<Windows> pool_geometry(const Args& a, const Shape& x, const Shape& y) {
+  const int rank = static_cast<int>(x.size()) - 2;
+  if (rank < 1 || rank > kMaxSpatial || y.size() != x.size() || y[0] != x[0] || y[1] != x[1])
+    return fail("{} needs x[N,C,*sp] and y[N,C,*out] with 1 to 3 spatial dimensions, got {} and {}", a.name(),
+                to_string(x), to_string(y));
+  IntList kernel = a.c.ints("kernel");
+  if (static_cast<int>(kernel.size()) != rank)
+    return fail("{} attribute 'kernel' = {} needs {} entries", a.name(), to_string(Attribute{kernel}), rank);
+  IntList stride = a.c.ints("stride");
+  if (stride.empty()) stride = kernel;
+  if (static_cast<int>(stride.size()) != rank)
+    return fail("{} attribute 'stride' = {} needs {} entries", a.name(), to_string(Attribute{stride}), rank);
+  IntList pad = LMS_TRY(spatial_attr(a, "pad", rank, 0));
+  for (int i = 0; i < rank; ++i) {
+    const int64_t span = x[2 + i] + 2 * pad[i] - kernel[i];
+    if (kernel[i] < 1 || stride[i] < 1 || pad[i] < 0 || pad[i] > kernel[i] / 2 || span < 0 ||
+        span / stride[i] + 1 != y[2 + i])
+      return fail("{} spatial dimension {}: input {} with kernel {}, stride {}, pad {} does not give output {} (x {}, "
+                  "y {})",
+                  a.name(), i, x[2 + i], kernel[i], stride[i], pad[i], y[2 + i], to_string(x), to_string(y));
+  }
+  return make_windows(x, y, kernel, stride, pad, IntList(static_cast<size_t>(rank), 1));
+}
 
 Result<void> max_pool(const Args& a) {
   LMS_TRY_VOID(same_dtype(a));
