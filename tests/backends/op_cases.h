@@ -48,7 +48,9 @@ struct In {
   In(Shape s, DType t = DType::f32, double l = -1, double h = 1) : shape(std::move(s)), dtype(t), lo(l), hi(h) {}
 };
 // Positive values (an invstd, a second moment, a variance).
-inline In Pos(Shape s) { return In(std::move(s), DType::f32, 0.5, 1.5); }
+inline In Pos(Shape s, DType t = DType::f32) { return In(std::move(s), t, 0.5, 1.5); }
+// An f64 operand.
+inline In F64(Shape s) { return In(std::move(s), DType::f64); }
 // Ids or labels in [0, bound).
 inline In Ids(Shape s, int64_t bound, DType t = DType::i32) { return In(std::move(s), t, 0, static_cast<double>(bound)); }
 
@@ -77,6 +79,13 @@ inline const std::vector<OpCase> kCases = {
      A({{"stride", L({2, 2})}, {"pad", L({1, 1})}, {"output_pad", L({1, 0})}})},
     {"conv_transpose2d_groups", Op::conv_transpose2d, {{1, 4, 5, 5}, {4, 2, 3, 3}}, A({{"groups", I(2)}})},
     {"conv_transpose3d", Op::conv_transpose3d, {{1, 2, 3, 4, 3}, {2, 3, 2, 2, 2}}, A({{"stride", L({2, 2, 2})}})},
+    // f64 (the cpu backend runs these on the reference kernels; cuDNN's f64 algorithms differ from its f32 ones).
+    {"conv2d_dilated_f64", Op::conv2d, {F64({1, 2, 9, 9}), F64({3, 2, 3, 3})},
+     A({{"dilation", L({2, 2})}, {"pad", L({2, 2})}}), 0, 0},
+    {"conv3d_groups_f64", Op::conv3d, {F64({1, 4, 4, 5, 4}), F64({6, 2, 3, 3, 3})},
+     A({{"groups", I(2)}, {"pad", L({1, 1, 1})}}), 0, 0},
+    {"conv_transpose2d_f64", Op::conv_transpose2d, {F64({2, 4, 5, 6}), F64({4, 3, 3, 3})},
+     A({{"stride", L({2, 2})}, {"pad", L({1, 1})}}), 0, 0},
     // Matmul (plain 2-D rows also checked as both gradients).
     {"matmul", Op::matmul, {{7, 13}, {13, 5}}, {}},
     {"matmul_ta", Op::matmul, {{13, 7}, {13, 5}}, A({{"transpose_a", B(true)}})},
@@ -84,11 +93,14 @@ inline const std::vector<OpCase> kCases = {
     {"matmul_batched", Op::matmul, {{3, 4, 6, 9}, {3, 4, 9, 5}}, {}},
     {"matmul_shared_b", Op::matmul, {{3, 6, 9}, {9, 5}}, A({{"transpose_a", B(false)}})},
     {"matmul_batched_tt", Op::matmul, {{2, 9, 6}, {2, 5, 9}}, A({{"transpose_a", B(true)}, {"transpose_b", B(true)}})},
+    {"matmul_shared_b_ta", Op::matmul, {{3, 9, 6}, {9, 5}}, A({{"transpose_a", B(true)}})},
+    {"matmul_f64", Op::matmul, {F64({7, 13}), F64({13, 5})}, {}, 0, 0},
     // Normalization (each also checked as its grad, with a positive invstd).
     {"batch_norm", Op::batch_norm, {{4, 3, 5, 5}, {3}, {3}}, {}},
     {"batch_norm_2d_input", Op::batch_norm, {{8, 6}, {6}, {6}}, A({{"eps", F(1e-3)}})},
     {"batch_norm_odd", Op::batch_norm, {{3, 7, 9}, {7}, {7}}, {}},
     {"batch_norm_3d", Op::batch_norm, {{2, 3, 3, 4, 5}, {3}, {3}}, {}},
+    {"batch_norm_f64", Op::batch_norm, {F64({4, 3, 5, 5}), F64({3}), F64({3})}, {}, 0, 0},
     {"layer_norm", Op::layer_norm, {{6, 33}, {33}, {33}}, {}},
     {"layer_norm_3d", Op::layer_norm, {{2, 3, 17}, {17}, {17}}, A({{"eps", F(1e-3)}})},
     {"layer_norm_rank1", Op::layer_norm, {{9}, {9}, {9}}, {}},
@@ -178,14 +190,15 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
   if (out.empty()) return {};
   const Shape y = out.front().shape;
   const Shape x = c.inputs[0].shape;
+  const DType t = c.inputs[0].dtype;  // every operand's (the forward ops take one float type)
   const std::string n = c.name;
   const double tol = c.tolerance;
   std::vector<OpCase> g;
   if (c.op == Op::matmul) {
     const bool ta = c.attrs.get_bool("transpose_a", false), tb = c.attrs.get_bool("transpose_b", false);
     if (ta || tb || c.inputs[1].shape.size() != 2 || x.size() != 2) return {};  // the plain 2-D form only
-    g.push_back({n + ".grad_a", Op::matmul, {In(y), c.inputs[1]}, A({{"transpose_b", B(true)}}), tol});
-    g.push_back({n + ".grad_b", Op::matmul, {c.inputs[0], In(y)}, A({{"transpose_a", B(true)}}), tol});
+    g.push_back({n + ".grad_a", Op::matmul, {In(y, t), c.inputs[1]}, A({{"transpose_b", B(true)}}), tol});
+    g.push_back({n + ".grad_b", Op::matmul, {c.inputs[0], In(y, t)}, A({{"transpose_a", B(true)}}), tol});
   } else if (is_conv(c.op)) {
     Attributes grad = c.attrs;
     const int rank = static_cast<int>(x.size()) - 2;
@@ -197,8 +210,8 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
     Attributes data = grad, filter = grad;
     data.set("x_shape", L(x));
     filter.set("w_shape", L(c.inputs[1].shape));
-    g.push_back({n + ".backward_data", Op::conv_backward_data, {In(y), c.inputs[1]}, data, tol});
-    g.push_back({n + ".backward_filter", Op::conv_backward_filter, {c.inputs[0], In(y)}, filter, tol});
+    g.push_back({n + ".backward_data", Op::conv_backward_data, {In(y, t), c.inputs[1]}, data, tol});
+    g.push_back({n + ".backward_filter", Op::conv_backward_filter, {c.inputs[0], In(y, t)}, filter, tol});
   } else if (is_max_pool(c.op) || is_avg_pool(c.op)) {
     const int rank = static_cast<int>(x.size()) - 2;
     Attributes grad;
@@ -216,7 +229,7 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
   } else if (c.op == Op::batch_norm || c.op == Op::layer_norm) {
     const Shape stats = out[1].shape;
     const Op op = c.op == Op::batch_norm ? Op::batch_norm_grad : Op::layer_norm_grad;
-    g.push_back({n + ".grad", op, {In(x), In(x), c.inputs[1], In(stats), Pos(stats)}, {}, tol});
+    g.push_back({n + ".grad", op, {In(x, t), In(x, t), c.inputs[1], In(stats, t), Pos(stats, t)}, {}, tol});
   } else if (c.op == Op::relu || c.op == Op::gelu) {
     const Op op = c.op == Op::relu ? Op::relu_grad : Op::gelu_grad;
     g.push_back({n + ".grad", op, {In(x), c.inputs[0]}, {}, tol});
@@ -224,6 +237,7 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
     // y is a softmax output in the real op; any values exercise the same formula.
     g.push_back({n + ".grad", Op::softmax_grad, {In(x), Pos(x)}, A({{"axis", I(c.attrs.get_int("axis", -1))}}), tol});
   }
+  for (OpCase& e : g) e.fast_nodes = c.fast_nodes;  // a forward the cpu backend leaves to the reference: its grads too
   return g;
 }
 
