@@ -8,7 +8,7 @@
 # resnet18 a few steps with none, tflms and auto under a small budget and compares the losses bit for bit with an
 # unconstrained run, (4) benchmarks resnet50 224x224 f32 training at a 16 GiB budget: max batch and samples/s per
 # strategy, against PyTorch capped at the same memory, plain and with save_on_cpu (bench/torch_capped.py), and
-# the host<->device copy bandwidth each way. Full results go to gpu-check-out/ and, packed, to $OUT (at most 8
+# the host<->device copy bandwidth each way (PyTorch's pinned copies, and LMS's own swap path: lms profile). Full results go to gpu-check-out/ and, packed, to $OUT (at most 8
 # files come back from a device run: summary.txt, tests.log, results.tgz); a short table is printed last. Each stage has a time limit so the whole stays under about 8 minutes; a stage that fails or runs
 # out of time is reported in the table, and the script goes on.
 set -uo pipefail
@@ -121,6 +121,11 @@ print(" ".join(f"{k}: max batch {v['max_batch']} at {v['samples_per_second_at_ma
       + f" copies h2d {bw.get('h2d_gb_per_s')} GB/s, d2h {bw.get('d2h_gb_per_s')} GB/s")
 EOF
 ) ($(elapsed))"
+
+# --- LMS's own copy rates: lms profile swaps 1 GiB out and in through the cuda backend's pinned host arena ----
+have_time 60 && timeout 60 "$lms" profile --device cuda --model mlp --steps 3 --copy-bytes 1GiB \
+  -o "$out/profile_mlp.json" >"$out/profile_mlp.txt" 2>&1
+note "lms copies: $(python3 -c "import json;c=json.load(open('$out/profile_mlp.json'))['copies'];print(f\"d2h {c['d2h_bytes_per_s']/1e9:.1f} GB/s, h2d {c['h2d_bytes_per_s']/1e9:.1f} GB/s (1 GiB, pinned host arena, copy streams)\")" 2>/dev/null || echo "FAILED ($(tail -1 "$out/profile_mlp.txt"))") ($(elapsed))"
 
 # --- LMS resnet50 at 16 GiB: max batch per strategy, samples/s -----------------------------------------------
 r50=(--model resnet50 --image 224 --device cuda --budget 16GiB)
