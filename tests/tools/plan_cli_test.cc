@@ -241,6 +241,22 @@ TEST(MaxBatchCommand, TheAnswerFitsAndOneMoreDoesNot) {
   }
 }
 
+// Under a budget nothing reaches, the batch is bounded by the model builder's refusal of tensors past 2^48
+// elements (mlp's largest is the input, [batch, 784]): the search goes on below the refusal and says so.
+TEST(MaxBatchCommand, ARefusedSizeBoundsTheSearchAndIsReported) {
+  const std::string huge = "4000000000000000000";
+  auto r = run_lms("maxbatch --model mlp --budget " + huge + " --limit " + huge + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = json_of(r, "maxbatch");
+  const auto b = j["max_batch"].get<int64_t>();
+  constexpr int64_t kMaxElements = int64_t{1} << 48, kFeatures = 28 * 28;
+  EXPECT_LE(b * kFeatures, kMaxElements);
+  EXPECT_GT((b + 1) * kFeatures, kMaxElements);
+  ASSERT_TRUE(j["limited_by"].is_string());
+  EXPECT_NE(j["limited_by"].get<std::string>().find("more than 2^48 elements"), std::string::npos) << j.dump();
+  EXPECT_TRUE(json_of(run_lms("maxbatch --model mlp --budget 16MiB --json"), "memory")["limited_by"].is_null());
+}
+
 TEST(MaxResCommand, TheAnswerFitsAndTheNextSideDoesNot) {
   const std::string common = "--model unet3d --depth 3 --base-filters 8 --budget 64MiB";
   auto r = run_lms("maxres " + common + " --json");

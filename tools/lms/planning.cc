@@ -1,6 +1,8 @@
 // Shared planning pieces of `lms plan`, `lms maxbatch` and `lms maxres` (see planning.h).
 #include "planning.h"
 
+#include <map>
+
 #include "lms/runtime/backend_registry.h"
 #include "lms/runtime/program.h"
 
@@ -73,16 +75,24 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
     Graph g = LMS_TRY(training_graph(a, m));
     return try_plan(g, o);
   };
+  std::map<int64_t, std::string> refused;  // by k: the sizes refused outright, with the reason
   auto fits = [&](int64_t k) -> Result<bool> {
     int64_t size = 0;
-    Plan p = LMS_TRY(plan_at(k, quiet, size));
+    auto p = plan_at(k, quiet, size);
     ++c.probes;
-    if (a.strategy.verbose) fmt::print(stderr, "  {} {:>6}: {}\n", what, size, p.fits ? "fits" : "does not fit");
-    return p.fits;
+    if (!p && k > 1) {  // refused outright: past the capacity, like a size that does not fit
+      refused[k] = fmt::format("{} {}: {}", what, size, p.error().str());
+      if (a.strategy.verbose) fmt::print(stderr, "  {} {:>6}: refused ({})\n", what, size, p.error().str());
+      return false;
+    }
+    if (!p) return std::unexpected(p.error());
+    if (a.strategy.verbose) fmt::print(stderr, "  {} {:>6}: {}\n", what, size, p->fits ? "fits" : "does not fit");
+    return p->fits;
   };
   const int64_t k = LMS_TRY(largest_fitting(limit, fits));
   c.plan = LMS_TRY(plan_at(std::max<int64_t>(k, 1), opts, c.size));
   if (k == 0) return fail("does not fit even at {} {}: {}", what, c.size, c.plan.why->str());
+  if (auto it = refused.find(k + 1); it != refused.end()) c.limited_by = it->second;
   return c;
 }
 
@@ -98,6 +108,7 @@ nlohmann::ordered_json capacity_json(const std::string& key, const Capacity& c) 
   j["swap_out_bytes"] = p.swap_out_bytes;
   if (p.tflms) j["tflms"] = tflms_json(*p.tflms);
   j["probes"] = c.probes;
+  j["limited_by"] = c.limited_by.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.limited_by);
   return j;
 }
 
@@ -107,6 +118,7 @@ void print_capacity(const std::string& head, const std::string& model, const std
              strategy_name(p.strategy), format_bytes(p.budget_bytes), note, format_bytes(p.memory.device_arena_bytes),
              format_bytes(p.peak_bytes_none));
   if (p.tflms) fmt::print("  tflms {}\n", describe_tflms(*p.tflms));
+  if (!c.limited_by.empty()) fmt::print("  limited by a refusal, not by memory: {}\n", c.limited_by);
 }
 
 }  // namespace lms::cli

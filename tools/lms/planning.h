@@ -45,21 +45,26 @@ Result<StrategyOptions> planning_options(const PlanArgs& args, std::unique_ptr<B
 
 // The largest value of one model size that fits: `apply(model, k)` sets the k-th size on a copy of the model
 // options and returns that size (k itself for the batch; a side for maxres); each probe plans the training
-// graph (one stderr line per probe with --verbose). `what` names the size in messages. Errors: the planner's,
-// and not fitting even at k = 1 (with the reason).
+// graph (one stderr line per probe with --verbose). `what` names the size in messages. A size the model
+// builder, the planner or the backend refuses outright (a tensor past 2^48 elements, a convolution past cuDNN's
+// 32-bit indexing) counts as not fitting: the search goes on below it, and when the answer is bounded by such a
+// refusal rather than by memory, `limited_by` says so. Errors: the refusal of k = 1, and not fitting even at
+// k = 1 (with the reason).
 struct Capacity {
-  int64_t size = 0;   // the largest size that fits: apply(model, k) at the largest k
-  Plan plan;          // the plan at that size (with --verbose, its search was printed)
-  int probes = 0;     // plans made by the search
+  int64_t size = 0;        // the largest size that fits: apply(model, k) at the largest k
+  Plan plan;               // the plan at that size (with --verbose, its search was printed)
+  int probes = 0;          // plans made by the search
+  std::string limited_by;  // "SIZE: error" when the next size up was refused, not out of memory; else empty
 };
 Result<Capacity> largest_model(const PlanArgs& args, int64_t limit, const std::string& what,
                                const std::function<int64_t(ModelArgs&, int64_t)>& apply);
 
 // A capacity search's answer: `key` (e.g. "max_batch") = c.size first, then the plan's strategy, budget, peaks,
-// hard minimum, swap bytes, tflms parameters and the number of probes, as `lms maxbatch/maxres --json` print.
+// hard minimum, swap bytes, tflms parameters, the number of probes and `limited_by` (null when memory is the
+// limit), as `lms maxbatch/maxres --json` print.
 nlohmann::ordered_json capacity_json(const std::string& key, const Capacity& c);
-// The text form: "<head> for 'MODEL' with strategy S under BUDGET<note>: planned peak P (without LMS Q)", and
-// the tflms parameters when there are any.
+// The text form: "<head> for 'MODEL' with strategy S under BUDGET<note>: planned peak P (without LMS Q)", the
+// tflms parameters when there are any, and what refused the next size when that, not memory, is the limit.
 void print_capacity(const std::string& head, const std::string& model, const std::string& note, const Capacity& c);
 
 // The largest k in [1, limit] with fits(k), assuming fitting is monotone (fits(k) implies fits(j) for j < k):
