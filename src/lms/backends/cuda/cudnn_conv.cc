@@ -1,14 +1,8 @@
-// cuDNN convolutions for the cuda backend (cuda_dnn_util.h): conv1d/2d/3d (cudnnConvolutionForward),
-// conv_backward_data (cudnnConvolutionBackwardData), conv_backward_filter (cudnnConvolutionBackwardFilter) and
-// conv_transpose1d/2d/3d, which is the backward-data of the convolution out -> x with weight w (the reference's
-// definition; w[Ci_t, Co_t/g, *k] is that convolution's [Co, Ci/g, *k]). Each is one plain convolution
-// x[N,Ci,*in] * w[Co,Ci/g,*k] -> y[N,Co,*out] in cuDNN's legacy API: packed NCHW/NCDHW tensors, an NCHW filter
-// of the IR's weight layout (groups through cudnnSetConvolutionGroupCount, which takes exactly [Co, Ci/g, *k]),
-// cross-correlation, symmetric padding, compute type = data type. A 1-D convolution gets a trailing size-1
-// dimension (kernel 1, stride 1, pad 0, dilation 1). Algorithms: Note [Convolution algorithm choice].
-// Precondition: the call passed the op's shape rule; the geometry is rechecked here with the reference's checks,
-// because the descriptors are built from it. Refused: a conv_transpose whose output_pad >= stride (allowed by the
-// shape rule when output_pad < dilation) needs asymmetric padding, which the legacy descriptors cannot express.
+// cuDNN convolutions for the cuda backend (cuda_dnn_util.h): every convolution-family op as one pass of one plain
+// convolution (conv_plan.h) in cuDNN's legacy API: cudnnConvolutionForward, cudnnConvolutionBackwardData or
+// cudnnConvolutionBackwardFilter on packed NCHW/NCDHW tensors, an NCHW filter of the IR's weight layout (groups
+// through cudnnSetConvolutionGroupCount, which takes exactly [Co, Ci/g, *k]), cross-correlation, compute type =
+// data type. Algorithms: Note [Convolution algorithm choice].
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -16,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "lms/backends/cuda/conv_plan.h"
 #include "lms/backends/cuda/cuda_dnn_util.h"
 
 namespace lms::cuda {
@@ -34,72 +29,6 @@ namespace {
 // ends on the same algorithm. The descriptor starts in the math mode the options allow (FMA-only for f32
 // without TF32, so the heuristics rank FMA kernels) and holds the running candidate's, which cuDNN needs
 // together with the algorithm to pick its kernel.
-
-// The plain convolution's shapes and window, before any padding to cuDNN's 4-D minimum.
-struct ConvShapes {
-  Shape x, w, y;
-  std::vector<int64_t> stride, pad, dil;
-  int64_t groups = 1;
-};
-
-enum class ConvPass { forward, backward_data, backward_filter };
-
-// Checks x[N,Ci,*in] * w[Co,Ci/g,*k] -> y[N,Co,*out] as the reference does (same conditions): every size must
-// agree with the convolution formula, since the descriptors are built from them.
-Result<ConvShapes> conv_shapes(const KernelCall& call, const Shape& x, const Shape& w, const Shape& y) {
-  const std::string_view name = op_name(call.op);
-  const int rank = static_cast<int>(x.size()) - 2;
-  if (rank < 1 || rank > 3 || w.size() != x.size() || y.size() != x.size())
-    return fail("cuda backend: {} needs x, w and y of one rank 3..5, got {}, {} and {}", name, to_string(x),
-                to_string(w), to_string(y));
-  ConvShapes s{x, w, y, {}, {}, {}, call.attrs->get_int("groups", 1)};
-  if (s.groups < 1) return fail("cuda backend: {} attribute 'groups' = {} must be at least 1", name, s.groups);
-  const reference::Args args(call);
-  s.stride = LMS_TRY(reference::spatial_attr(args, "stride", rank, 1));
-  s.pad = LMS_TRY(reference::spatial_attr(args, "pad", rank, 0));
-  s.dil = LMS_TRY(reference::spatial_attr(args, "dilation", rank, 1));
-  if (y[0] != x[0] || x[1] % s.groups != 0 || y[1] % s.groups != 0 || w[0] != y[1] || w[1] * s.groups != x[1])
-    return fail("cuda backend: {} channels do not agree: x {}, w {}, y {}, groups {}", name, to_string(x),
-                to_string(w), to_string(y), s.groups);
-  for (int i = 0; i < rank; ++i) {
-    const size_t d = static_cast<size_t>(2 + i), a = static_cast<size_t>(i);
-    if (s.stride[a] < 1 || s.dil[a] < 1 || s.pad[a] < 0 || w[d] < 1)
-      return fail("cuda backend: {} stride {}, dilation {}, pad {}, kernel {} out of range along spatial dimension {}",
-                  name, s.stride[a], s.dil[a], s.pad[a], w[d], i);
-    const int64_t span = x[d] + 2 * s.pad[a] - s.dil[a] * (w[d] - 1) - 1;
-    if (span < 0 || span / s.stride[a] + 1 != y[d])
-      return fail("cuda backend: {} spatial dimension {}: input {} with kernel {}, stride {}, pad {}, dilation {} "
-                  "does not give output {} (x {}, y {})",
-                  name, i, x[d], w[d], s.stride[a], s.pad[a], s.dil[a], y[d], to_string(x), to_string(y));
-  }
-  return s;
-}
-
-// conv_transpose(x, w) -> out is the backward-data of the convolution out -> x. The reference checks that
-// convolution on `out` without its output_pad trailing positions; cuDNN checks it on the whole `out` with the
-// same floor division, which agrees while output_pad < stride. The positions output_pad adds are then computed by
-// cuDNN exactly as by the reference (the last windows reach into them when pad > 0; elsewhere they are zero).
-Result<ConvShapes> transpose_shapes(const KernelCall& call) {
-  const Shape &x = in_shape(call, 0), &w = in_shape(call, 1), &out = out_shape(call, 0);
-  const int rank = static_cast<int>(x.size()) - 2;
-  if (rank < 1 || rank > 3 || out.size() != x.size())
-    return fail("cuda backend: {} needs input and output of one rank 3..5, got {} and {}", op_name(call.op),
-                to_string(x), to_string(out));
-  const std::vector<int64_t> output_pad = LMS_TRY(reference::spatial_attr(reference::Args(call), "output_pad", rank, 0));
-  Shape conv_in = out;
-  for (int i = 0; i < rank; ++i) conv_in[static_cast<size_t>(2 + i)] -= output_pad[static_cast<size_t>(i)];
-  ConvShapes s = LMS_TRY(conv_shapes(call, conv_in, w, x));
-  for (int i = 0; i < rank; ++i) {
-    const size_t d = static_cast<size_t>(2 + i), a = static_cast<size_t>(i);
-    const int64_t span = out[d] + 2 * s.pad[a] - s.dil[a] * (w[d] - 1) - 1;
-    if (span / s.stride[a] + 1 != x[d])
-      return fail("cuda backend: {} output_pad {} >= stride {} along spatial dimension {} needs asymmetric padding, "
-                  "which cuDNN's convolution descriptors cannot express (x {}, w {}, out {})",
-                  op_name(call.op), output_pad[a], s.stride[a], i, to_string(x), to_string(w), to_string(out));
-  }
-  s.x = out;
-  return s;
-}
 
 // The math mode a heuristic result runs in under the options, or nothing when it cannot keep their precision.
 std::optional<cudnnMathType_t> run_math(cudnnMathType_t m, cudnnDataType_t t, bool allow_tf32) {
@@ -135,19 +64,11 @@ class ConvKernel final : public PreparedKernel {
         out_(call.outputs[0].data),
         workspace_(call.workspace) {}
 
-  // Builds the descriptors of `s` (padded to 4-D when 1-D) and chooses the algorithm.
-  Result<void> init(const ConvShapes& s) {
-    Shape x = s.x, w = s.w, y = s.y;
-    std::vector<int64_t> stride = s.stride, pad = s.pad, dil = s.dil;
-    if (x.size() == 3) {  // NCW -> NCW1 with a trivial second spatial dimension
-      x.push_back(1);
-      w.push_back(1);
-      y.push_back(1);
-      stride.push_back(1);
-      pad.push_back(0);
-      dil.push_back(1);
-    }
-    shapes_ = fmt::format("x {}, w {}, y {}, groups {}", to_string(s.x), to_string(s.w), to_string(s.y), s.groups);
+  // Builds the descriptors of the plan and chooses the algorithm.
+  Result<void> init(const ConvPlan& s) {
+    const Shape &x = s.x, &w = s.w, &y = s.y;
+    const std::vector<int64_t> &stride = s.stride, &pad = s.pad, &dil = s.dil;
+    shapes_ = fmt::format("x {}, w {}, y {}, groups {}", to_string(x), to_string(w), to_string(y), s.groups);
     x_ = LMS_TRY(packed_tensor(x, dtype_, op_));
     y_ = LMS_TRY(packed_tensor(y, dtype_, op_));
     std::vector<int> wd(w.size());
@@ -338,33 +259,11 @@ class ConvKernel final : public PreparedKernel {
 
 Result<PreparedPtr> build_conv(DnnContext& ctx, const KernelCall& call) {
   const cudnnDataType_t t = LMS_TRY(common_dnn_dtype(call));
-  const Shape &in0 = in_shape(call, 0), &in1 = in_shape(call, 1), &out = out_shape(call, 0);
-  ConvShapes s;
-  ConvPass pass = ConvPass::forward;
-  switch (call.op) {
-    case Op::conv1d:
-    case Op::conv2d:
-    case Op::conv3d: s = LMS_TRY(conv_shapes(call, in0, in1, out)); break;
-    case Op::conv_backward_data:  // (dy, w) -> dx
-      s = LMS_TRY(conv_shapes(call, out, in1, in0));
-      pass = ConvPass::backward_data;
-      break;
-    case Op::conv_backward_filter:  // (x, dy) -> dw
-      s = LMS_TRY(conv_shapes(call, in0, out, in1));
-      pass = ConvPass::backward_filter;
-      break;
-    case Op::conv_transpose1d:
-    case Op::conv_transpose2d:
-    case Op::conv_transpose3d:
-      s = LMS_TRY(transpose_shapes(call));
-      pass = ConvPass::backward_data;
-      break;
-    default: return fail("cuda backend: {} is not a convolution", op_name(call.op));
-  }
+  const ConvPlan plan = LMS_TRY(conv_plan(call));
   // cuDNN describes no empty tensor; an empty operand makes every output element an empty sum.
   if (any_empty(call)) return zero_fill_kernel(ctx, call);
-  auto k = std::make_unique<ConvKernel>(ctx, call, pass, t);
-  LMS_TRY_VOID(k->init(s));
+  auto k = std::make_unique<ConvKernel>(ctx, call, plan.pass, t);
+  LMS_TRY_VOID(k->init(plan));
   return PreparedPtr(std::move(k));
 }
 

@@ -1,0 +1,126 @@
+// The cuda backend's convolutions as cuDNN sees them (cudnn_conv.cc), as a plain function of the call, so that
+// the host tests check the mapping against the reference without a GPU. Every convolution op is one pass of one
+// plain convolution x[N,Ci,*in] * w[Co,Ci/g,*k] -> y[N,Co,*out] (cross-correlation, symmetric padding):
+//   conv1d/2d/3d          (x, w) -> y      forward
+//   conv_backward_data    (dy, w) -> dx    backward_data: dy is y's gradient, dx x's
+//   conv_backward_filter  (x, dy) -> dw    backward_filter
+//   conv_transpose*d      (x, w) -> out    backward_data of the convolution out -> x with weight w (the
+//                                          reference's definition; w[Ci_t, Co_t/g, *k] is that convolution's
+//                                          [Co, Ci/g, *k]), so its input plays dy and its output dx.
+// cuDNN's legacy descriptors take at least 4-D tensors: a 1-D convolution gets a trailing size-1 dimension
+// (kernel 1, stride 1, pad 0, dilation 1). The geometry is checked with the reference's conditions, because the
+// descriptors are built from it. Refused: a conv_transpose whose output_pad >= stride (allowed by the shape rule
+// when output_pad < dilation) needs asymmetric padding, which the legacy descriptors cannot express.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "lms/backends/reference/kernel_util.h"
+#include "lms/runtime/kernel.h"
+
+namespace lms::cuda {
+
+enum class ConvPass { forward, backward_data, backward_filter };
+
+struct ConvPlan {
+  ConvPass pass = ConvPass::forward;
+  Shape x, w, y;                           // the plain convolution's operands (4-D or 5-D after init_plan)
+  std::vector<int64_t> stride, pad, dil;   // per spatial dimension of x
+  int64_t groups = 1;
+};
+
+// Checks x[N,Ci,*in] * w[Co,Ci/g,*k] -> y[N,Co,*out] as the reference does (same conditions): every size must
+// agree with the convolution formula, since the descriptors are built from them.
+inline Result<ConvPlan> conv_shapes(const KernelCall& call, const Shape& x, const Shape& w, const Shape& y) {
+  const std::string_view name = op_name(call.op);
+  const int rank = static_cast<int>(x.size()) - 2;
+  if (rank < 1 || rank > 3 || w.size() != x.size() || y.size() != x.size())
+    return fail("cuda backend: {} needs x, w and y of one rank 3..5, got {}, {} and {}", name, to_string(x),
+                to_string(w), to_string(y));
+  ConvPlan s{ConvPass::forward, x, w, y, {}, {}, {}, call.attrs->get_int("groups", 1)};
+  if (s.groups < 1) return fail("cuda backend: {} attribute 'groups' = {} must be at least 1", name, s.groups);
+  const reference::Args args(call);
+  s.stride = LMS_TRY(reference::spatial_attr(args, "stride", rank, 1));
+  s.pad = LMS_TRY(reference::spatial_attr(args, "pad", rank, 0));
+  s.dil = LMS_TRY(reference::spatial_attr(args, "dilation", rank, 1));
+  if (y[0] != x[0] || x[1] % s.groups != 0 || y[1] % s.groups != 0 || w[0] != y[1] || w[1] * s.groups != x[1])
+    return fail("cuda backend: {} channels do not agree: x {}, w {}, y {}, groups {}", name, to_string(x),
+                to_string(w), to_string(y), s.groups);
+  for (int i = 0; i < rank; ++i) {
+    const size_t d = static_cast<size_t>(2 + i), a = static_cast<size_t>(i);
+    if (s.stride[a] < 1 || s.dil[a] < 1 || s.pad[a] < 0 || w[d] < 1)
+      return fail("cuda backend: {} stride {}, dilation {}, pad {}, kernel {} out of range along spatial dimension {}",
+                  name, s.stride[a], s.dil[a], s.pad[a], w[d], i);
+    const int64_t span = x[d] + 2 * s.pad[a] - s.dil[a] * (w[d] - 1) - 1;
+    if (span < 0 || span / s.stride[a] + 1 != y[d])
+      return fail("cuda backend: {} spatial dimension {}: input {} with kernel {}, stride {}, pad {}, dilation {} "
+                  "does not give output {} (x {}, y {})",
+                  name, i, x[d], w[d], s.stride[a], s.pad[a], s.dil[a], y[d], to_string(x), to_string(y));
+  }
+  return s;
+}
+
+// conv_transpose(x, w) -> out is the backward-data of the convolution out -> x. The reference checks that
+// convolution on `out` without its output_pad trailing positions; cuDNN checks it on the whole `out` with the
+// same floor division, which agrees while output_pad < stride. The positions output_pad adds are then computed by
+// cuDNN exactly as by the reference (the last windows reach into them when pad > 0; elsewhere they are zero).
+inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
+  const Shape &x = call.inputs[0].type->shape, &w = call.inputs[1].type->shape, &out = call.outputs[0].type->shape;
+  const int rank = static_cast<int>(x.size()) - 2;
+  if (rank < 1 || rank > 3 || out.size() != x.size())
+    return fail("cuda backend: {} needs input and output of one rank 3..5, got {} and {}", op_name(call.op),
+                to_string(x), to_string(out));
+  const std::vector<int64_t> output_pad = LMS_TRY(reference::spatial_attr(reference::Args(call), "output_pad", rank, 0));
+  Shape conv_in = out;
+  for (int i = 0; i < rank; ++i) conv_in[static_cast<size_t>(2 + i)] -= output_pad[static_cast<size_t>(i)];
+  ConvPlan s = LMS_TRY(conv_shapes(call, conv_in, w, x));
+  for (int i = 0; i < rank; ++i) {
+    const size_t d = static_cast<size_t>(2 + i), a = static_cast<size_t>(i);
+    const int64_t span = out[d] + 2 * s.pad[a] - s.dil[a] * (w[d] - 1) - 1;
+    if (span / s.stride[a] + 1 != x[d])
+      return fail("cuda backend: {} output_pad {} >= stride {} along spatial dimension {} needs asymmetric padding, "
+                  "which cuDNN's convolution descriptors cannot express (x {}, w {}, out {})",
+                  op_name(call.op), output_pad[a], s.stride[a], i, to_string(x), to_string(w), to_string(out));
+  }
+  s.x = out;
+  return s;
+}
+
+// The plan of a convolution-family call (see the file comment). Errors: an op outside the family, shapes or
+// attributes the reference would refuse, or a transposed convolution cuDNN cannot express.
+inline Result<ConvPlan> conv_plan(const KernelCall& call) {
+  auto in = [&](size_t i) -> const Shape& { return call.inputs[i].type->shape; };
+  const Shape& out = call.outputs[0].type->shape;
+  ConvPlan p;
+  switch (call.op) {
+    case Op::conv1d:
+    case Op::conv2d:
+    case Op::conv3d: p = LMS_TRY(conv_shapes(call, in(0), in(1), out)); break;
+    case Op::conv_backward_data:  // (dy, w) -> dx
+      p = LMS_TRY(conv_shapes(call, out, in(1), in(0)));
+      p.pass = ConvPass::backward_data;
+      break;
+    case Op::conv_backward_filter:  // (x, dy) -> dw
+      p = LMS_TRY(conv_shapes(call, in(0), out, in(1)));
+      p.pass = ConvPass::backward_filter;
+      break;
+    case Op::conv_transpose1d:
+    case Op::conv_transpose2d:
+    case Op::conv_transpose3d:
+      p = LMS_TRY(transpose_shapes(call));
+      p.pass = ConvPass::backward_data;
+      break;
+    default: return fail("cuda backend: {} is not a convolution", op_name(call.op));
+  }
+  if (p.x.size() == 3) {  // NCW -> NCW1 with a trivial second spatial dimension
+    for (Shape* s : {&p.x, &p.w, &p.y}) s->push_back(1);
+    p.stride.push_back(1);
+    p.pad.push_back(0);
+    p.dil.push_back(1);
+  }
+  return p;
+}
+
+}  // namespace lms::cuda
