@@ -66,7 +66,7 @@ note "build: ok ($(elapsed))"
 lms=$build/bin/lms
 
 # --- the test suite ----------------------------------------------------------------------------------------
-LMS_REQUIRE_GPU=1 timeout 180 ctest --test-dir "$build" -j 8 --timeout 120 --output-on-failure >"$out/tests.log" 2>&1
+LMS_REQUIRE_GPU=1 timeout 180 ctest --test-dir "$build" -j "$jobs" --timeout 120 --output-on-failure >"$out/tests.log" 2>&1
 rc=$?
 tests_line=$(grep -E "tests passed|tests failed" "$out/tests.log" | tail -1)
 skipped=$(grep -c "(Skipped)" "$out/tests.log")
@@ -123,7 +123,7 @@ EOF
 ) ($(elapsed))"
 
 # --- LMS's own copy rates: lms profile swaps 1 GiB out and in through the cuda backend's pinned host arena ----
-have_time 60 && timeout 60 "$lms" profile --device cuda --model mlp --steps 3 --copy-bytes 1GiB \
+have_time 60 && timeout 30 "$lms" profile --device cuda --model mlp --steps 3 --copy-bytes 1GiB \
   -o "$out/profile_mlp.json" >"$out/profile_mlp.txt" 2>&1
 note "lms copies: $(python3 -c "import json;c=json.load(open('$out/profile_mlp.json'))['copies'];print(f\"d2h {c['d2h_bytes_per_s']/1e9:.1f} GB/s, h2d {c['h2d_bytes_per_s']/1e9:.1f} GB/s (1 GiB, pinned host arena, copy streams)\")" 2>/dev/null || echo "FAILED ($(tail -1 "$out/profile_mlp.txt"))") ($(elapsed))"
 
@@ -148,7 +148,8 @@ EOF
 }
 for s in auto tflms none; do
   for b in $(batches "$s"); do
-    have_time 50 && timeout 50 "$lms" train "${r50[@]}" --strategy "$s" --batch "$b" --steps 3 --json \
+    # up to 75 s: at the largest batches pinning the host arena (tens of GiB) alone takes a while
+    have_time 60 && timeout 75 "$lms" train "${r50[@]}" --strategy "$s" --batch "$b" --steps 3 --json \
       >"$out/r50_${s}_b$b.json" 2>"$out/r50_${s}_b$b.err"
   done
 done
