@@ -317,6 +317,21 @@ struct PoolWindows {
     last = hi / stride[d];
     if (last > out[d] - 1) last = out[d] - 1;
   }
+  // Calls f(input plane offset, output plane offset, output position in its plane, o0, o1, o2) for input element
+  // i (over all planes) and each output of its plane whose window holds it, in ascending output order.
+  template <class F>
+  LMS_HD void for_covering(int64_t i, F&& f) const {
+    const int64_t plane = i / in_plane(), at = i % in_plane();
+    const int64_t i2 = at % in[2], i1 = (at / in[2]) % in[1], i0 = at / (in[2] * in[1]);
+    int64_t f0, l0, f1, l1, f2, l2;
+    covering(0, i0, f0, l0);
+    covering(1, i1, f1, l1);
+    covering(2, i2, f2, l2);
+    for (int64_t o0 = f0; o0 <= l0; ++o0)
+      for (int64_t o1 = f1; o1 <= l1; ++o1)
+        for (int64_t o2 = f2; o2 <= l2; ++o2)
+          f(plane * in_plane(), plane * out_plane(), (o0 * out[1] + o1) * out[2] + o2, o0, o1, o2);
+  }
 };
 
 // max_pool_grad by gathering, one input element per index: the sum of the dy elements whose window's first
@@ -328,19 +343,10 @@ struct MaxPoolGrad {
   T* dx;
   PoolWindows w;
   LMS_HD void operator()(int64_t i) const {
-    const int64_t plane = i / w.in_plane(), at = i % w.in_plane();
-    const int64_t i2 = at % w.in[2], i1 = (at / w.in[2]) % w.in[1], i0 = at / (w.in[2] * w.in[1]);
-    const T* xp = x + plane * w.in_plane();
-    const T* dyp = dy + plane * w.out_plane();
-    int64_t f0, l0, f1, l1, f2, l2;
-    w.covering(0, i0, f0, l0);
-    w.covering(1, i1, f1, l1);
-    w.covering(2, i2, f2, l2);
     double acc = 0;
-    for (int64_t o0 = f0; o0 <= l0; ++o0)
-      for (int64_t o1 = f1; o1 <= l1; ++o1)
-        for (int64_t o2 = f2; o2 <= l2; ++o2)
-          if (w.argmax(xp, o0, o1, o2) == at) acc += static_cast<double>(dyp[(o0 * w.out[1] + o1) * w.out[2] + o2]);
+    w.for_covering(i, [&](int64_t in_base, int64_t out_base, int64_t o, int64_t o0, int64_t o1, int64_t o2) {
+      if (w.argmax(x + in_base, o0, o1, o2) == i - in_base) acc += static_cast<double>(dy[out_base + o]);
+    });
     dx[i] = static_cast<T>(acc);
   }
 };
@@ -356,21 +362,12 @@ struct AvgPoolGrad {
   PoolWindows w;
   bool include_pad;
   LMS_HD void operator()(int64_t i) const {
-    const int64_t plane = i / w.in_plane(), at = i % w.in_plane();
-    const int64_t i2 = at % w.in[2], i1 = (at / w.in[2]) % w.in[1], i0 = at / (w.in[2] * w.in[1]);
-    const T* dyp = dy + plane * w.out_plane();
-    int64_t f0, l0, f1, l1, f2, l2;
-    w.covering(0, i0, f0, l0);
-    w.covering(1, i1, f1, l1);
-    w.covering(2, i2, f2, l2);
     double acc = 0;
-    for (int64_t o0 = f0; o0 <= l0; ++o0)
-      for (int64_t o1 = f1; o1 <= l1; ++o1)
-        for (int64_t o2 = f2; o2 <= l2; ++o2) {
-          const int64_t divisor =
-              include_pad ? w.k[0] * w.k[1] * w.k[2] : w.valid(0, o0) * w.valid(1, o1) * w.valid(2, o2);
-          acc += static_cast<double>(dyp[(o0 * w.out[1] + o1) * w.out[2] + o2]) / static_cast<double>(divisor);
-        }
+    w.for_covering(i, [&](int64_t, int64_t out_base, int64_t o, int64_t o0, int64_t o1, int64_t o2) {
+      const int64_t divisor =
+          include_pad ? w.k[0] * w.k[1] * w.k[2] : w.valid(0, o0) * w.valid(1, o1) * w.valid(2, o2);
+      acc += static_cast<double>(dy[out_base + o]) / static_cast<double>(divisor);
+    });
     dx[i] = static_cast<T>(acc);
   }
 };
