@@ -87,6 +87,8 @@ Result<nlohmann::ordered_json> copy_rates(const ProfileCmd& c, int64_t bytes) {
 Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
   if (c.steps < 1) return fail("--steps must be >= 1, got {}", c.steps);
   if (c.warmup < 0) return fail("--warmup must be >= 0, got {}", c.warmup);
+  auto copy_bytes = parse_size(c.copy_bytes);
+  if (!copy_bytes) return wrap("--copy-bytes", copy_bytes.error());
   Graph g = LMS_TRY(training_graph(c.plan, c.plan.model));
   std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, BackendOptions{}));
   Program program = LMS_TRY(compile(g, {}, backend.get()));
@@ -123,8 +125,6 @@ Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
                      {"seconds", median(times[n.v])}});
   }
   j["nodes"] = std::move(nodes);
-  auto copy_bytes = parse_size(c.copy_bytes);
-  if (!copy_bytes) return wrap("--copy-bytes", copy_bytes.error());
   if (*copy_bytes > 0) j["copies"] = LMS_TRY(copy_rates(c, *copy_bytes));
   return j;
 }
@@ -140,7 +140,8 @@ int run(const ProfileCmd& c) {
              (*j)["step_seconds"].get<double>(), c.output);
   if (j->contains("copies"))
     fmt::print("copies of {}: device to host {:.3g} GB/s, host to device {:.3g} GB/s\n",
-               format_bytes((*j)["copies"]["bytes"].get<int64_t>()), (*j)["copies"]["d2h_bytes_per_s"].get<double>() / 1e9,
+               format_bytes((*j)["copies"]["bytes"].get<int64_t>()),
+               (*j)["copies"]["d2h_bytes_per_s"].get<double>() / 1e9,
                (*j)["copies"]["h2d_bytes_per_s"].get<double>() / 1e9);
   return kExitOk;
 }
@@ -161,7 +162,9 @@ Result<MeasuredProfile> read_profile(const std::string& path) {
   }
   if (j.contains("copies")) {
     const auto& r = j["copies"];
-    auto rate = [&](const char* key) { return r.is_object() && r.contains(key) && r[key].is_number() ? r[key].get<double>() : 0.0; };
+    auto rate = [&](const char* key) {
+      return r.is_object() && r.contains(key) && r[key].is_number() ? r[key].get<double>() : 0.0;
+    };
     p.d2h_bytes_per_s = rate("d2h_bytes_per_s");
     p.h2d_bytes_per_s = rate("h2d_bytes_per_s");
     if (p.d2h_bytes_per_s <= 0 || p.h2d_bytes_per_s <= 0)

@@ -72,7 +72,8 @@ inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
   if (rank < 1 || rank > 3 || out.size() != x.size())
     return fail("cuda backend: {} needs input and output of one rank 3..5, got {} and {}", op_name(call.op),
                 to_string(x), to_string(out));
-  const std::vector<int64_t> output_pad = LMS_TRY(reference::spatial_attr(reference::Args(call), "output_pad", rank, 0));
+  const std::vector<int64_t> output_pad =
+      LMS_TRY(reference::spatial_attr(reference::Args(call), "output_pad", rank, 0));
   Shape conv_in = out;
   for (int i = 0; i < rank; ++i) conv_in[static_cast<size_t>(2 + i)] -= output_pad[static_cast<size_t>(i)];
   ConvPlan s = LMS_TRY(conv_shapes(call, conv_in, w, x));

@@ -351,8 +351,9 @@ Result<void> CudaBackend::copy_to_device(int64_t offset, const void* src, int64_
   LMS_TRY_VOID(m.sync_all());
   if (bytes == 0) return {};
   cudaStream_t s = m.stream(StreamId::h2d);
-  LMS_TRY_VOID(check(cudaMemcpyAsync(m.device.get() + offset, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, s),
-                     "cudaMemcpyAsync (to the device)"));
+  LMS_TRY_VOID(check(
+      cudaMemcpyAsync(m.device.get() + offset, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, s),
+      "cudaMemcpyAsync (to the device)"));
   return check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
