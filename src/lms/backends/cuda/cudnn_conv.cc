@@ -109,8 +109,8 @@ class ConvKernel final : public PreparedKernel {
   Result<void> run() override {
     for (;;) {
       const cudnnStatus_t status = launch(candidates_[running_]);
-      if (CUDNN_STATUS_CATEGORY(status) != CUDNN_STATUS_NOT_SUPPORTED || !move_to_next_candidate())
-        return cudnn_ok(status, kPassCall[static_cast<int>(pass_)], op_);
+      Result<void> r = cudnn_ok(status, kPassCall[static_cast<int>(pass_)], op_);  // reads cuDNN's message
+      if (r || CUDNN_STATUS_CATEGORY(status) != CUDNN_STATUS_NOT_SUPPORTED || !move_to_next_candidate()) return r;
     }
   }
 
@@ -141,7 +141,6 @@ class ConvKernel final : public PreparedKernel {
   // After a run refused as not supported: the next candidate whose workspace fits the planned one, for good
   // (the Note). False when there is none.
   bool move_to_next_candidate() {
-    clear_cudnn_error();
     for (size_t i = running_ + 1; i < candidates_.size(); ++i) {
       if (candidates_[i].bytes > workspace_bytes_) continue;
       if (cudnnSetConvolutionMathType(conv_.get(), candidates_[i].math) != CUDNN_STATUS_SUCCESS) {
