@@ -94,6 +94,22 @@ TEST(PlanCommand, DeviceModelPredictsTheStepTime) {
                   .is_null());
 }
 
+// --tf32 predicts f32 arithmetic at the device's TF32 tensor-core rate: a convolution net, compute-bound on the
+// roofline at FP32 rate, gets a shorter compute time; a device without TF32, or a backend other than cuda, is a
+// one-line error.
+TEST(PlanCommand, Tf32PredictsWithTheTensorCoreRate) {
+  const std::string common = "plan --model resnet18 --small-stem --image 32 --batch 64 --budget 1GiB --json";
+  auto fp32 = json_of(run_lms(common + " --device-model h100-pcie5"), "fp32");
+  auto tf32 = json_of(run_lms(common + " --device-model h100-pcie5 --tf32"), "tf32");
+  EXPECT_LT(tf32["predicted_compute_seconds"].get<double>(), fp32["predicted_compute_seconds"].get<double>());
+  expect_one_error_line(run_lms(common + " --device-model v100-pcie3 --tf32"), "no TF32", "v100");
+  expect_one_error_line(run_lms(common + " --device cpu --tf32"), "--tf32 applies to --device cuda", "cpu plan");
+  expect_one_error_line(run_lms("train --model mlp --device reference --steps 1 --tf32"),
+                        "--tf32 applies to --device cuda", "reference train");
+  expect_one_error_line(run_lms("profile --model mlp --device reference --tf32 -o x.json"),
+                        "--tf32 applies to --device cuda", "reference profile");
+}
+
 TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {
   const std::string profile = (testing::temp_dir() / "mlp_profile.json").string();
   auto r = run_lms("profile --model mlp --device reference --steps 2 --warmup 0 --copy-bytes 1MiB -o " + profile);

@@ -28,6 +28,9 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
   app->add_option("--profile", a.profile,
                   "Node times and copy rates measured by `lms profile`, replacing the device model's roofline where "
                   "they apply and its link rates");
+  app->add_flag("--tf32", a.tf32,
+                "cuda: run f32 convolutions and matmuls on TF32 tensor cores (faster, not bit-comparable with the "
+                "reference) and predict with the device model's TF32 rate");
   app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, and every size maxbatch/maxres probes (on stderr)");
 }
 
@@ -78,6 +81,11 @@ Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_
     o.device_model = std::move(*m);
   }
   else if (o.strategy == Strategy::automatic) o.device_model = LMS_TRY(device_model(default_model));
+  if (a.tf32 && o.device_model) {
+    auto m = with_tf32(std::move(*o.device_model));
+    if (!m) return wrap("--tf32", m.error());
+    o.device_model = std::move(*m);
+  }
   if (!a.profile.empty()) {
     if (!o.device_model) return fail("--profile needs --device-model (for the nodes the profile does not name)");
     MeasuredProfile profile = LMS_TRY(read_profile(a.profile));
@@ -89,6 +97,12 @@ Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_
     }
   }
   return o;
+}
+
+Result<BackendOptions> backend_options(bool tf32, std::string_view device) {
+  if (tf32 && !device.empty() && device != "cuda")
+    return fail("--tf32 applies to --device cuda (TF32 tensor cores), not '{}'", device);
+  return BackendOptions{.allow_tf32 = tf32};
 }
 
 std::string describe_tflms(const TflmsParams& p) {

@@ -10,6 +10,7 @@
 
 #include "lms/analysis/tflms_swaps.h"
 #include "lms/plan/strategy.h"
+#include "lms/runtime/backend.h"
 #include "lms/sim/cost_model.h"
 #include "lms/support/error.h"
 
@@ -21,18 +22,24 @@ struct StrategyArgs {
   std::string strategy = "none";
   std::string tflms_params;   // --tflms-params T,A,G,S (empty: search)
   bool verbose = false;       // --verbose: every parameter set the tflms search tries
+  bool tf32 = false;          // --tf32: cuda's f32 convolutions and matmuls on TF32 tensor cores, predicted so
   std::string device_model;   // --device-model NAME: the device auto plans for and times are predicted on
   std::string profile;        // --profile FILE: measured node times and copy rates (lms profile) overriding the
                               // device model's roofline and link rates
 };
 
 // Adds --budget (required when `budget_required`), --host-budget, --strategy, --tflms-params, --verbose,
-// --device-model, --profile.
+// --device-model, --profile, --tf32.
 void add_strategy_options(CLI::App* app, StrategyArgs& args, bool budget_required);
 
 // The options the flags ask for (workspaces are the caller's). The device model is --device-model's, or for
-// strategy auto without one `default_device_model` (the caller's choice for its device). Errors name the flag.
+// strategy auto without one `default_device_model` (the caller's choice for its device), at its TF32 rate with
+// --tf32. Errors name the flag.
 Result<StrategyOptions> resolve(const StrategyArgs& args, std::string_view default_device_model);
+
+// The backend options the flags ask for on `device` (empty: planning without a backend). Error: --tf32 with a
+// backend other than cuda.
+Result<BackendOptions> backend_options(bool tf32, std::string_view device);
 
 // The device model auto plans for when --device-model is not given: cpu-here for the cpu and reference
 // backends (measured here), h200-pcie5 for cuda and for plans made without a backend.

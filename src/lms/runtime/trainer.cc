@@ -25,12 +25,17 @@ Result<ValueId> named_input(const Graph& g, const char* name) {
   return *v;
 }
 
+// The backend the options ask for: the budget enforced by its arena, TF32 as asked.
+BackendOptions backend_options(const TrainOptions& opts) {
+  return BackendOptions{.device_budget_bytes = opts.budget_bytes, .allow_tf32 = opts.allow_tf32};
+}
+
 // Accuracy of the trained values on the test split: a separate Program of the evaluation graph (the forward
 // graph up to the logits), under the same budget, after the training program's memory is released.
 Result<std::pair<double, int64_t>> evaluate(const Graph& forward, const TrainOptions& opts, DataSource& data,
                                             const std::map<std::string, HostTensor>& values) {
   Graph eval = LMS_TRY(evaluation_graph(forward));
-  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, BackendOptions{opts.budget_bytes}));
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, backend_options(opts)));
   Program program = LMS_TRY(compile(eval, PlanOptions{.budget_bytes = opts.budget_bytes}, backend.get()));
   ValueId x = LMS_TRY(named_input(program.graph(), kInputName));
   for (ValueId v : program.inputs())
@@ -70,7 +75,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   Graph training = LMS_TRY(build_training_graph(forward, opts.training));
   // The backend is made first because the plan includes its kernels' workspaces; its arenas are allocated
   // only once the plan is known to fit.
-  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, BackendOptions{opts.budget_bytes}));
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, backend_options(opts)));
   StrategyOptions planning;
   planning.strategy = opts.strategy;
   planning.budget_bytes = opts.budget_bytes;

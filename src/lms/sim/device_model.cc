@@ -73,6 +73,7 @@ const std::array<DeviceModel, 6>& presets() {
        .memory_bytes = 40 * kGiB,             // A100 40 GB
        .peak_flops_f32 = 19.5 * kTFLOPS,      // A100 datasheet FP32
        .peak_flops_f16 = 312 * kTFLOPS,       // A100 datasheet BF16/FP16 tensor, dense
+       .peak_flops_tf32 = 156 * kTFLOPS,      // A100 datasheet TF32 tensor, dense
        .memory_bytes_per_s = 1555 * kGB,      // A100 40 GB datasheet HBM2
        .h2d_bytes_per_s = 25 * kGB,           // PCIe 4.0 x16: 31.5 raw, ~25 achieved (DEVICES.md)
        .d2h_bytes_per_s = 25 * kGB,
@@ -83,6 +84,7 @@ const std::array<DeviceModel, 6>& presets() {
        .memory_bytes = 80 * kGiB,             // H100 SXM 80 GB
        .peak_flops_f32 = 67 * kTFLOPS,        // H100 SXM datasheet FP32
        .peak_flops_f16 = 989 * kTFLOPS,       // H100 SXM datasheet BF16/FP16 tensor, dense
+       .peak_flops_tf32 = 495 * kTFLOPS,      // H100 SXM datasheet TF32 tensor, dense
        .memory_bytes_per_s = 3350 * kGB,      // H100 SXM datasheet HBM3
        .h2d_bytes_per_s = 52 * kGB,           // PCIe 5.0 x16: 63 raw, ~50-55 achieved (DEVICES.md)
        .d2h_bytes_per_s = 52 * kGB,
@@ -93,6 +95,7 @@ const std::array<DeviceModel, 6>& presets() {
        .memory_bytes = 141 * kGiB,            // H200 SXM 141 GB
        .peak_flops_f32 = 67 * kTFLOPS,        // H200 datasheet FP32 (as H100)
        .peak_flops_f16 = 989 * kTFLOPS,       // H200 datasheet BF16/FP16 tensor, dense (as H100)
+       .peak_flops_tf32 = 495 * kTFLOPS,      // H200 datasheet TF32 tensor, dense (as H100)
        .memory_bytes_per_s = 4800 * kGB,      // H200 datasheet HBM3e
        .h2d_bytes_per_s = 52 * kGB,           // PCIe 5.0 x16: 63 raw, ~50-55 achieved (DEVICES.md)
        .d2h_bytes_per_s = 52 * kGB,
@@ -103,6 +106,7 @@ const std::array<DeviceModel, 6>& presets() {
        .memory_bytes = 96 * kGiB,             // GH200 Hopper part, 96 GB HBM3 version
        .peak_flops_f32 = 67 * kTFLOPS,        // GH200 datasheet FP32 (as H100)
        .peak_flops_f16 = 989 * kTFLOPS,       // GH200 datasheet BF16/FP16 tensor, dense (as H100)
+       .peak_flops_tf32 = 495 * kTFLOPS,      // GH200 datasheet TF32 tensor, dense (as H100)
        .memory_bytes_per_s = 4000 * kGB,      // GH200 datasheet HBM3, "about 4,000 GB/s"
        .h2d_bytes_per_s = kNvlinkAchieved * 450 * kGB,  // NVLink-C2C 900 GB/s both ways = 450 each
        .d2h_bytes_per_s = kNvlinkAchieved * 450 * kGB,
@@ -193,6 +197,13 @@ double measure_tiny_copy(const CpuMeasureOptions& opts) {
 }
 
 }  // namespace
+
+Result<DeviceModel> with_tf32(DeviceModel m) {
+  if (m.peak_flops_tf32 <= 0) return fail("device model {} has no TF32 tensor cores", m.name);
+  m.peak_flops_f32 = std::max(m.peak_flops_f32, m.peak_flops_tf32);
+  m.source += "; f32 at the TF32 tensor-core rate";
+  return m;
+}
 
 double DeviceModel::peak_flops(DType t) const {
   if ((t == DType::f16 || t == DType::bf16) && peak_flops_f16 > 0) return peak_flops_f16;

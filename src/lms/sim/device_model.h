@@ -21,6 +21,7 @@ struct DeviceModel {
   int64_t memory_bytes = 0;        // device memory in bytes (the named product's capacity)
   double peak_flops_f32 = 0;       // FLOP/s, dense FP32 without tensor cores (2 FLOPs per multiply-add)
   double peak_flops_f16 = 0;       // FLOP/s, dense FP16/BF16 on tensor cores; 0: same as peak_flops_f32
+  double peak_flops_tf32 = 0;      // FLOP/s, dense TF32 on tensor cores (f32 with TF32 allowed); 0: none
   double memory_bytes_per_s = 0;   // device-memory bandwidth in bytes/s, counting bytes read plus written
   double h2d_bytes_per_s = 0;      // host-to-device copy rate in bytes/s (achieved, pinned memory)
   double d2h_bytes_per_s = 0;      // device-to-host copy rate in bytes/s (achieved, pinned memory)
@@ -40,6 +41,11 @@ std::span<const DeviceModel> device_presets();
 // A preset by name, or `cpu-here` (measured with default options). Error: an unknown name; the message
 // lists every known name.
 Result<DeviceModel> device_model(std::string_view name);
+
+// `m` with f32 arithmetic at its TF32 tensor-core rate (the cuda backend with TF32 allowed: f32 convolutions and
+// matmuls on tensor cores; the element-wise ops it also speeds up in the model are memory-bound either way).
+// Error: a device without TF32 (V100, cpu-here).
+Result<DeviceModel> with_tf32(DeviceModel m);
 
 struct CpuMeasureOptions {
   int64_t copy_bytes = int64_t{64} << 20;  // bytes per timed memcpy; well beyond the last-level cache, so it
