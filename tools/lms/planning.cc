@@ -1,6 +1,8 @@
 // Shared planning pieces of `lms plan`, `lms maxbatch` and `lms maxres` (see planning.h).
 #include "planning.h"
 
+#include <unistd.h>
+
 #include <map>
 
 #include "lms/runtime/backend_registry.h"
@@ -77,20 +79,34 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
     return try_plan(g, o);
   };
   std::map<int64_t, std::string> refused;  // by k: the sizes refused outright, with the reason
+  // On a terminal, without --verbose or --json: one line on stderr, rewritten per probe (a search of a large
+  // model plans dozens of sizes and takes seconds to minutes), erased at the end.
+  const bool live = !a.json && !a.strategy.verbose && isatty(STDERR_FILENO) == 1;
+  auto report_probe = [&](int64_t size, std::string_view result) {
+    if (a.strategy.verbose) fmt::print(stderr, "  {} {:>6}: {}\n", what, size, result);
+    if (live) fmt::print(stderr, "\r  probe {}: {} {} {}\x1b[K", c.probes, what, size, result);
+  };
   auto fits = [&](int64_t k) -> Result<bool> {
     int64_t size = 0;
+    if (live) {
+      ModelArgs m = a.model;
+      fmt::print(stderr, "\r  probe {}: planning {} {}\x1b[K", c.probes + 1, what, apply(m, k));
+    }
     auto p = plan_at(k, quiet, size);
     ++c.probes;
     if (!p && k > 1) {  // refused outright: past the capacity, like a size that does not fit
       refused[k] = fmt::format("{} {}: {}", what, size, p.error().str());
-      if (a.strategy.verbose) fmt::print(stderr, "  {} {:>6}: refused ({})\n", what, size, p.error().str());
+      report_probe(size, fmt::format("refused ({})", p.error().str()));
       return false;
     }
     if (!p) return std::unexpected(p.error());
-    if (a.strategy.verbose) fmt::print(stderr, "  {} {:>6}: {}\n", what, size, p->fits ? "fits" : "does not fit");
+    report_probe(size, p->fits ? "fits" : "does not fit");
     return p->fits;
   };
-  const int64_t k = LMS_TRY(largest_fitting(limit, fits));
+  auto searched = largest_fitting(limit, fits);
+  if (live) fmt::print(stderr, "\r\x1b[K");
+  if (!searched) return std::unexpected(std::move(searched.error()));
+  const int64_t k = *searched;
   c.plan = LMS_TRY(plan_at(std::max<int64_t>(k, 1), opts, c.size));
   if (k == 0) return fail("does not fit even at {} {}: {}", what, c.size, c.plan.why->str());
   if (auto it = refused.find(k + 1); it != refused.end()) c.limited_by = it->second;
