@@ -39,9 +39,9 @@ Result<void> check(cudaError_t e, std::string_view what) {
 std::string workspace_key(const KernelCall& call) {
   std::string key(op_def(call.op).name);
   for (const auto& [name, value] : call.attrs->entries()) key += fmt::format(" {}={}", name, to_string(value));
-  for (const TensorRef& r : call.inputs) key += " " + to_string(*r.type);
+  for (const TensorRef& r : call.inputs) key += fmt::format(" {}", to_string(*r.type));
   key += " ->";
-  for (const TensorRef& r : call.outputs) key += " " + to_string(*r.type);
+  for (const TensorRef& r : call.outputs) key += fmt::format(" {}", to_string(*r.type));
   return key;
 }
 
