@@ -13,8 +13,9 @@
 //     such a queue, and its lateness is the largest excess, over any deadline, of the copy time due by then
 //     over the time available: copies that each hide alone still stall once a link is saturated.
 // Each step takes the highest position p* of live[] and, among the moves that free bytes at p*, the one with
-// the most bytes freed per second added: swap or recompute a kept value (whichever adds less time), or delay
-// a chosen prefetch's trigger to p* (less prefetch, more stall: what lets tight budgets fit). It stops when
+// the most bytes freed per second added: swap or recompute a kept value (whichever adds less time), delay
+// a chosen prefetch's trigger to p* (less prefetch, more stall: what lets tight budgets fit), or recompute a
+// swapped value whose prefetch is live at p*. It stops when
 // live[] fits the target. The estimate ignores fragmentation and the time the copies and clones shift the
 // schedule; the exact plan and the time simulation of the rewritten graph are the judges (plan_auto retries
 // with a lower target when the exact plan does not fit).
@@ -257,65 +258,84 @@ struct Greedy {
     }
   }
 
+  // The recomputation of `c` may be chosen: its chain is cloneable, none of its producers is cloned already,
+  // and its clones' other outputs do not raise live[] above the target where they run.
+  bool may_recompute(const Candidate& c) const {
+    if (mix == Mix::swap_only || !c.recomputable) return false;
+    if (transient(c) > 0 && live[recompute_at(c)] + transient(c) > target) return false;
+    for (ValueId v : c.chain)
+      if (producer_recomputed[g.value(v).producer.v]) return false;
+    return true;
+  }
+  void choose_recompute(Candidate& c) {
+    c.state = State::recompute;
+    c.bwd_first = recompute_at(c);
+    add(c.bwd_first, c.bwd_first, transient(c));
+    for (ValueId v : c.chain) producer_recomputed[g.value(v).producer.v] = 1;
+    for (ValueId v : c.chain)
+      for (ValueId in : g.node(g.value(v).producer).inputs)
+        if (std::find(c.chain.begin(), c.chain.end(), in) == c.chain.end()) clone_reads(in, c.bwd_first);
+  }
+
   // Runs until live[] <= target or no move frees bytes at the peak; true when it reached the target.
   bool run(int64_t target) {
     this->target = target;
     const double eps = 1e-9 + 1e-6 * tl.step;
+    // The moves (Note [Auto estimate]): swap or recompute a kept value; delay a chosen swap's prefetch to the
+    // peak; or recompute a swapped value instead (its prefetch is live at the peak; a swap that hid at an early
+    // peak can cost more than its recomputation once the peak has moved to its prefetch).
+    enum class Move : uint8_t { swap, recompute, delay, swap_to_recompute };
     while (true) {
       const int peak = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
       if (live[peak] <= target) return true;
       const double t0 = tl.start[peak];
       const double now = queue_lateness(-1, t0);
       int best = -1;
-      State best_state = State::keep;
+      Move best_move = Move::swap;
       double best_score = -1, best_cost = 0;
-      bool best_tighten = false;
       for (size_t i = 0; i < cands.size(); ++i) {
-        Candidate& c = cands[i];
-        auto consider = [&](State s, double cost, int64_t freed, bool tighten) {
-          const double score = static_cast<double>(freed) / (std::max(cost, 0.0) + eps);
-          if (score > best_score) {
-            best = static_cast<int>(i), best_state = s, best_score = score, best_cost = cost, best_tighten = tighten;
-          }
+        const Candidate& c = cands[i];
+        auto consider = [&](Move m, double cost) {
+          const double score = static_cast<double>(c.bytes) / (std::max(cost, 0.0) + eps);
+          if (score > best_score) best = static_cast<int>(i), best_move = m, best_score = score, best_cost = cost;
         };
         if (c.state == State::keep) {
-          const bool swap_frees = peak > c.fwd_end && peak <= swap_trigger(c);
-          const bool recompute_frees = peak > c.fwd_end && peak < recompute_at(c);
-          if (swap_frees && mix != Mix::recompute_only && host_bytes + c.bytes <= o.host_budget_bytes)
-            consider(State::swap, swap_cost(static_cast<int>(i), t0, now), c.bytes, false);
-          if (recompute_frees && mix != Mix::swap_only && c.recomputable &&
-              live[recompute_at(c)] + transient(c) <= target) {
-            bool free_producers = true;
-            for (ValueId v : c.chain) free_producers = free_producers && !producer_recomputed[g.value(v).producer.v];
-            if (free_producers) consider(State::recompute, c.recompute_seconds, c.bytes, false);
-          }
+          if (peak <= c.fwd_end) continue;
+          if (peak <= swap_trigger(c) && mix != Mix::recompute_only && host_bytes + c.bytes <= o.host_budget_bytes)
+            consider(Move::swap, swap_cost(static_cast<int>(i), t0, now));
+          if (peak < recompute_at(c) && may_recompute(c)) consider(Move::recompute, c.recompute_seconds);
         } else if (c.state == State::swap && peak > c.trigger && peak < c.bwd_first) {
-          consider(State::swap, unhidden(c, peak) - unhidden(c, c.trigger), c.bytes, true);  // delay the prefetch
+          consider(Move::delay, unhidden(c, peak) - unhidden(c, c.trigger));
+          if (peak < recompute_at(c) && may_recompute(c))
+            consider(Move::swap_to_recompute, c.recompute_seconds - c.seconds);
         }
       }
       if (best < 0) return false;
       Candidate& c = cands[best];
-      if (best_tighten) {
-        add(c.trigger + 1, peak, -c.bytes);
-        c.seconds += best_cost;
-        c.trigger = peak;
-        continue;
-      }
-      c.state = best_state;
-      c.seconds = best_cost;
-      if (best_state == State::swap) {
-        c.trigger = swap_trigger(c);
-        add(c.fwd_end + 1, c.trigger, -c.bytes);
-        swapped.push_back(best);
-        host_bytes += c.bytes;
-      } else {
-        c.bwd_first = recompute_at(c);
-        add(c.fwd_end + 1, c.bwd_first - 1, -c.bytes);
-        add(c.bwd_first, c.bwd_first, transient(c));
-        for (ValueId v : c.chain) producer_recomputed[g.value(v).producer.v] = 1;
-        for (ValueId v : c.chain)
-          for (ValueId in : g.node(g.value(v).producer).inputs)
-            if (std::find(c.chain.begin(), c.chain.end(), in) == c.chain.end()) clone_reads(in, c.bwd_first);
+      switch (best_move) {
+        case Move::delay:
+          add(c.trigger + 1, peak, -c.bytes);
+          c.seconds += best_cost;
+          c.trigger = peak;
+          break;
+        case Move::swap:
+          c.state = State::swap;
+          c.seconds = best_cost;
+          c.trigger = swap_trigger(c);
+          add(c.fwd_end + 1, c.trigger, -c.bytes);
+          swapped.push_back(best);
+          host_bytes += c.bytes;
+          break;
+        case Move::swap_to_recompute:
+          add(c.fwd_end + 1, c.trigger, c.bytes);  // undo the swap, then recompute
+          swapped.erase(std::find(swapped.begin(), swapped.end(), best));
+          host_bytes -= c.bytes;
+          [[fallthrough]];
+        case Move::recompute:
+          c.seconds = c.recompute_seconds;
+          add(c.fwd_end + 1, recompute_at(c) - 1, -c.bytes);
+          choose_recompute(c);
+          break;
       }
     }
   }
