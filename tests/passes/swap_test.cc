@@ -1,9 +1,10 @@
 // swap on real training graphs (mlp, resnet18, gpt), swapping every forward activation that a backward op
 // reads, without triggers and with two kinds of trigger (the producer's successor halfway to the first late
-// reader, and the node right before that reader): the result verifies, its node order is a valid schedule, late
+// reader, and the node right before that reader), and halfway with the space held a quarter of the way: the result verifies, its node order is a valid schedule, late
 // readers read the swap_ins and other readers the originals, and the text round-trips; trained on the reference
 // backend (mlp, resnet18) it gives bit-identical losses and parameters. On hand-written graphs: the statistics,
-// `.in2` names, an in-place writer of the swapped storage waiting for the swap_out, a graph out of schedule
+// `.in2` names, an in-place writer of the swapped storage waiting for the swap_out (and a hold at or past it
+// refused), a graph out of schedule
 // order (ordered first; a bad trigger reported before anything changes), and option errors.
 #include <gtest/gtest.h>
 
@@ -31,7 +32,8 @@ bool is_late(const Graph& g, NodeId n) {
   return g.node(n).category == Category::bwd || g.node(n).category == Category::recompute;
 }
 
-enum class Trigger { none, halfway, right_before };
+// `held`: triggered halfway, with the value's space held a quarter of the way to its first late reader.
+enum class Trigger { none, halfway, right_before, held };
 
 // Every output of a forward node that a backward op reads and the pass may swap (not persistent, not on the
 // host, producer neither a source nor a copy), with a trigger of the given kind. The graph is in node order.
@@ -50,8 +52,10 @@ std::vector<SwapChoice> swappable_activations(const Graph& g, Trigger kind) {
         }
       if (!first.valid()) continue;
       SwapChoice c{g.value(v).name, ""};
-      NodeId trigger = kind == Trigger::halfway ? NodeId{n.v + (first.v - n.v) / 2} : NodeId{first.v - 1};
+      const bool halfway = kind == Trigger::halfway || kind == Trigger::held;
+      NodeId trigger = halfway ? NodeId{n.v + (first.v - n.v) / 2} : NodeId{first.v - 1};
       if (kind != Trigger::none) c.trigger = g.value(g.first_output(trigger)).name;
+      if (kind == Trigger::held) c.hold = g.value(g.first_output(NodeId{n.v + (first.v - n.v) / 4})).name;
       choices.push_back(c);
     }
   }
@@ -75,10 +79,10 @@ void expect_rewired(const Graph& before, const Graph& after, const std::vector<S
     EXPECT_EQ(after.node(out_node).inputs, std::vector<ValueId>{v});
     EXPECT_EQ(after.node(in_node).inputs, std::vector<ValueId>{*out});
     EXPECT_EQ(after.value(*out).placement, Placement::host);
-    // The swap_out sits right after the producer, past any other swap_outs of its outputs.
-    NodeId p = after.value(v).producer;
+    // The swap_out sits right after the producer (or hold), past any other swap_outs there.
+    NodeId p = after.value(*after.find_value(c.hold.empty() ? c.value : c.hold)).producer;
     EXPECT_GT(out_node, p);
-    for (uint32_t k = p.v + 1; k < out_node.v; ++k) EXPECT_EQ(after.node(NodeId{k}).op, Op::swap_out);
+    for (uint32_t k = p.v + 1; k < out_node.v; ++k) EXPECT_TRUE(after.def(NodeId{k}).traits.is_copy);
     if (c.trigger.empty()) {
       EXPECT_TRUE(after.node(in_node).control_inputs.empty());
       // Right before the first late reader: only other swap_ins between.
@@ -111,7 +115,7 @@ void expect_rewired(const Graph& before, const Graph& after, const std::vector<S
 
 TEST(Swap, TrainingGraphsVerifyAndStayInScheduleOrder) {
   for (auto [model, mo] : {std::pair{"mlp", mlp()}, std::pair{"resnet18", resnet18()}, std::pair{"gpt", gpt()}})
-    for (Trigger kind : {Trigger::none, Trigger::halfway, Trigger::right_before}) {
+    for (Trigger kind : {Trigger::none, Trigger::halfway, Trigger::right_before, Trigger::held}) {
       SCOPED_TRACE(std::string(model) + " trigger kind " + std::to_string(static_cast<int>(kind)));
       Graph g = training_graph(model, mo);
       ASSERT_TRUE(check_schedule_order(g).has_value());
@@ -139,7 +143,7 @@ TEST(Swap, TrainingGivesBitIdenticalLossesAndParameters) {
     Graph plain = training_graph(model, mo);
     auto a = two_steps(plain);
     ASSERT_TRUE(a.run);
-    for (Trigger kind : {Trigger::none, Trigger::halfway, Trigger::right_before}) {
+    for (Trigger kind : {Trigger::none, Trigger::halfway, Trigger::right_before, Trigger::held}) {
       SCOPED_TRACE(std::string(model) + " trigger kind " + std::to_string(static_cast<int>(kind)));
       Graph rewritten = plain;
       auto stats = insert_swaps(rewritten, SwapOptions{swappable_activations(plain, kind)});
@@ -201,6 +205,36 @@ TEST(Swap, InPlaceWriterOfTheSwappedStorageWaitsForTheSwapOut) {
   ASSERT_TRUE(stats.has_value()) << stats.error().str();
   ASSERT_TRUE(verify(g).has_value()) << verify(g).error().str();
   EXPECT_NE(print_graph(g).find("%a1 = sgd_update(%a, %ga) after(%a.out) {lr = 0.1}"), std::string::npos)
+      << print_graph(g);
+}
+
+TEST(Swap, HoldMustComeBeforeAnInPlaceWriterOfTheStorage) {
+  // %a1 overwrites %a's storage in the forward pass: the swap_out must come before it, so a hold at or after it
+  // is an error (before anything changes); a hold before it is placed and the writer waits for the swap_out.
+  const char* text = R"(graph g {
+  %x = input() : f32[4,8]
+  %gx = input() : f32[4,8]
+  %a = relu(%x) : f32[4,8] #fwd
+  %b = relu(%a) : f32[4,8] #fwd
+  %a1 = sgd_update(%a, %b) {lr = 0.1} : f32[4,8] #fwd
+  %c = relu(%a1) : f32[4,8] #fwd
+  %ga = relu_grad(%gx, %a) : f32[4,8] #bwd
+  return %ga, %c
+})";
+  for (const char* hold : {"a1", "c"}) {
+    Graph g = parse(text);
+    auto stats = insert_swaps(g, SwapOptions{{{"a", "", hold}}});
+    ASSERT_FALSE(stats.has_value());
+    EXPECT_EQ(stats.error().str(),
+              fmt::format("%a: swap: its hold %{} is not before %a1, which overwrites its storage in place", hold));
+    EXPECT_EQ(print_graph(g), print_graph(parse(text)));
+  }
+  Graph g = parse(text);
+  auto stats = insert_swaps(g, SwapOptions{{{"a", "", "b"}}});
+  ASSERT_TRUE(stats.has_value()) << stats.error().str();
+  EXPECT_NE(print_graph(g).find("  %b = relu(%a) : f32[4,8] #fwd\n  %a.out = swap_out(%a) : f32[4,8] @host #swap\n"
+                                "  %a1 = sgd_update(%a, %b) after(%a.out) {lr = 0.1} : f32[4,8] #fwd\n"),
+            std::string::npos)
       << print_graph(g);
 }
 

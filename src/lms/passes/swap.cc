@@ -18,10 +18,11 @@ bool is_late_reader(const Graph& g, NodeId n) {
 
 namespace {
 
-// A chosen value, checked, with its trigger (invalid: none).
+// A chosen value, checked, with its trigger and hold (invalid: none).
 struct Checked {
   ValueId value;
   NodeId trigger;
+  NodeId hold;
 };
 
 // Late readers: the consumers that read the swap_in instead of the value (sorted by id, as consumers are).
@@ -46,23 +47,25 @@ Result<Checked> check_choice(const Graph& g, const SwapChoice& c) {
   if (d.traits.is_copy) return fail_at(where, "swap: cannot swap it: its producer {} is a copy", d.name);
   if (late_readers(g, *v).empty())
     return fail_at(where, "swap: no backward op or recompute clone reads it (nothing to swap it in for)");
-  Checked out{*v, NodeId{}};
-  if (!c.trigger.empty()) {
-    auto t = g.find_value(c.trigger);
-    if (!t) return fail_at("option 'values'", "unknown trigger %{} for %{}", c.trigger, c.value);
-    out.trigger = g.value(*t).producer;
-    if (g.def(out.trigger).traits.is_copy)
-      return fail_at(where, "swap: its trigger %{} is a copy ({})", c.trigger, g.def(out.trigger).name);
-  }
-  return out;
+  // A trigger or hold: the node making the named value, not a copy.
+  auto node_named = [&](const std::string& name, std::string_view role) -> Result<NodeId> {
+    if (name.empty()) return NodeId{};
+    auto t = g.find_value(name);
+    if (!t) return fail_at("option 'values'", "unknown {} %{} for %{}", role, name, c.value);
+    const NodeId n = g.value(*t).producer;
+    if (g.def(n).traits.is_copy) return fail_at(where, "swap: its {} %{} is a copy ({})", role, name, g.def(n).name);
+    return n;
+  };
+  return Checked{*v, LMS_TRY(node_named(c.trigger, "trigger")), LMS_TRY(node_named(c.hold, "hold"))};
 }
 
 }  // namespace
 
 std::vector<AttrSpec> swap_options() {
   return {{"values", AttrKind::String, Attribute{std::string()},
-           "values to swap out and back in for their late readers, comma-separated `name` or `name:trigger` "
-           "(the swap-in waits for the node making %trigger)"}};
+           "values to swap out and back in for their late readers, comma-separated `name`, `name:trigger`, "
+           "`name@hold` or `name@hold:trigger` (the swap-in waits for the node making %trigger; the value's space "
+           "stays allocated up to the node making %hold)"}};
 }
 
 Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
@@ -80,21 +83,34 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
   if (!ordered) order = LMS_TRY(schedule_order(g));
   std::vector<uint32_t> pos(g.num_nodes());
   for (uint32_t i = 0; i < pos.size(); ++i) pos[ordered ? i : order[i].v] = i;
+  const std::vector<std::pair<ValueId, NodeId>> overwritten_before = in_place_overwrites(g);
   for (size_t i = 0; i < chosen.size(); ++i) {
     const Checked& k = chosen[i];
-    if (!k.trigger.valid()) continue;
     const NodeId p = g.value(k.value).producer;
     std::vector<NodeId> readers = late_readers(g, k.value);
     const NodeId first = *std::min_element(readers.begin(), readers.end(),
                                            [&](NodeId a, NodeId b) { return pos[a.v] < pos[b.v]; });
     const std::string where = fmt::format("%{}", opts.swaps[i].value);
-    const std::string& trigger = opts.swaps[i].trigger;
-    if (pos[k.trigger.v] < pos[p.v])
-      return fail_at(where, "swap: its trigger %{} comes before its producer {} in node order", trigger,
-                     node_label(g, p));
-    if (pos[k.trigger.v] >= pos[first.v])
-      return fail_at(where, "swap: its trigger %{} does not come before its first late reader {} in node order",
-                     trigger, node_label(g, first));
+    auto check_between = [&](NodeId n, std::string_view role, const std::string& name) -> Result<void> {
+      if (!n.valid()) return {};
+      if (pos[n.v] < pos[p.v])
+        return fail_at(where, "swap: its {} %{} comes before its producer {} in node order", role, name,
+                       node_label(g, p));
+      if (pos[n.v] >= pos[first.v])
+        return fail_at(where, "swap: its {} %{} does not come before its first late reader {} in node order", role,
+                       name, node_label(g, first));
+      return {};
+    };
+    LMS_TRY_VOID(check_between(k.trigger, "trigger", opts.swaps[i].trigger));
+    LMS_TRY_VOID(check_between(k.hold, "hold", opts.swaps[i].hold));
+    if (!k.hold.valid()) continue;
+    if (k.trigger.valid() && pos[k.hold.v] > pos[k.trigger.v])
+      return fail_at(where, "swap: its hold %{} comes after its trigger %{} in node order", opts.swaps[i].hold,
+                     opts.swaps[i].trigger);
+    for (auto [root, writer] : overwritten_before)
+      if (root == g.storage_root(k.value) && pos[writer.v] > pos[p.v] && pos[writer.v] <= pos[k.hold.v])
+        return fail_at(where, "swap: its hold %{} is not before {}, which overwrites its storage in place",
+                       opts.swaps[i].hold, node_label(g, writer));
   }
   if (!ordered) {
     g.reorder(order);
@@ -102,6 +118,7 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
       const SwapChoice& c = opts.swaps[i];
       chosen[i].value = *g.find_value(c.value);
       if (!c.trigger.empty()) chosen[i].trigger = g.value(*g.find_value(c.trigger)).producer;
+      if (!c.hold.empty()) chosen[i].hold = g.value(*g.find_value(c.hold)).producer;
     }
   }
   std::sort(chosen.begin(), chosen.end(), [](const Checked& a, const Checked& b) { return a.value < b.value; });
@@ -110,7 +127,7 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
   const std::vector<std::pair<ValueId, NodeId>> overwritten = in_place_overwrites(g);
 
   const size_t original = g.num_nodes();
-  // Where the new nodes go in node order: swap_outs right after their producer, triggered swap_ins right after
+  // Where the new nodes go in node order: swap_outs right after their producer (or hold), triggered swap_ins right after
   // their trigger (after the swap_outs there, which one of them may read), untriggered ones right before the
   // first late reader. Each list is in value-id order (the creation order).
   std::vector<std::vector<NodeId>> outs_after(original), ins_after(original), ins_before(original);
@@ -133,7 +150,7 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
         if (g.node(c).inputs[j] == v) g.replace_input(c, j, in_value);
     for (auto [root, writer] : overwritten)
       if (root == g.storage_root(v) && writer > p) g.add_control_input(writer, out);
-    outs_after[p.v].push_back(out);
+    outs_after[k.hold.valid() ? k.hold.v : p.v].push_back(out);
     if (k.trigger.valid()) {
       g.add_control_input(in, k.trigger);
       ins_after[k.trigger.v].push_back(in);
@@ -155,15 +172,17 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
 Result<void> run_swap_pass(Graph& g, const Attributes& options) {
   SwapOptions o;
   for (std::string entry : LMS_TRY(parse_name_list(options, "values", false))) {
+    // name[@hold][:trigger]
     SwapChoice c;
-    size_t colon = entry.find(':');
-    c.value = entry.substr(0, colon);
-    if (colon != std::string::npos) {
-      c.trigger = entry.substr(colon + 1);
-      if (!c.trigger.empty() && c.trigger.front() == '%') c.trigger.erase(0, 1);
-      if (c.value.empty() || c.trigger.empty())
-        return fail_at("option 'values'", "has an empty value or trigger name in '{}'", entry);
-    }
+    auto strip = [](std::string name) { return !name.empty() && name.front() == '%' ? name.substr(1) : name; };
+    const size_t colon = entry.find(':'), at = entry.find('@');
+    if (at != std::string::npos && colon != std::string::npos && at > colon)
+      return fail_at("option 'values'", "has '@hold' after ':trigger' in '{}' (write name@hold:trigger)", entry);
+    c.value = entry.substr(0, std::min(colon, at));
+    if (at != std::string::npos) c.hold = strip(entry.substr(at + 1, colon == std::string::npos ? colon : colon - at - 1));
+    if (colon != std::string::npos) c.trigger = strip(entry.substr(colon + 1));
+    if (c.value.empty() || (colon != std::string::npos && c.trigger.empty()) || (at != std::string::npos && c.hold.empty()))
+      return fail_at("option 'values'", "has an empty value, hold or trigger name in '{}'", entry);
     o.swaps.push_back(std::move(c));
   }
   LMS_TRY(insert_swaps(g, o));

@@ -9,11 +9,15 @@
 // run; without one it is placed right before %v's first late reader (fetched just in time, synchronously). Swap-outs
 // are not synchronised: the Program's buffer-reuse waits keep %v's space until its copy is done; an in-place op
 // after the producer that overwrites %v's storage waits for the swap_out by a control edge (none in training graphs,
-// where only persistent storage is overwritten). Several swap_outs after one producer, and several swap_ins after
+// where only persistent storage is overwritten). With a hold (`a@h`, `a@h:t`: the node making %h), the swap_out is
+// placed right after the hold instead of the producer: the copy still starts when %v is ready (a stream runs a
+// node once its inputs are), but %v's space stays allocated up to the hold, so the memory plan does not give it
+// to the ops in between and they do not wait for the copy; the planner times the hold to the copy's end. Several swap_outs after one producer, and several swap_ins after
 // one trigger or before one reader, follow value-id order (swap_outs first). Errors, naming the value: unknown
 // names, a value given twice, a value that is persistent, on the host, made by a source or a copy, or has no late
 // reader; an unknown trigger, a trigger that is a copy, or a trigger before %v's producer or not before its first
-// late reader in node order (the producer itself may be the trigger). Precondition: acyclic, the value's producer
+// late reader in node order (the producer itself may be the trigger); likewise for a hold, which must also not
+// come after the trigger nor after an in-place writer of %v's storage. Precondition: acyclic, the value's producer
 // has no swap ops attached yet; a graph whose node order is not a valid schedule is first put into schedule order
 // (plan/schedule.h). Postcondition: node order is a valid schedule and the graph verifies. Undone by nothing;
 // bypass_swaps (passes/tflms_triggers.h) recovers the graph without copies.
@@ -29,9 +33,11 @@
 namespace lms {
 
 struct SwapChoice {
-  std::string value;    // the value to swap (without '%')
-  std::string trigger;  // the node (named by its first output, without '%') whose completion starts the
-                        // swap-in; empty: none, the swap_in runs right before the first late reader
+  std::string value;      // the value to swap (without '%')
+  std::string trigger;    // the node (named by its first output, without '%') whose completion starts the
+                          // swap-in; empty: none, the swap_in runs right before the first late reader
+  std::string hold = {};  // the node (named likewise) up to which the value's space stays allocated: the
+                          // swap_out is placed after it in node order; empty: right after the producer
 };
 
 struct SwapOptions {
@@ -50,8 +56,8 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts);
 // True when `n` is a late reader: a backward op or a recompute clone (category bwd or recompute).
 bool is_late_reader(const Graph& g, NodeId n);
 
-// The pass options: `values`, a comma-separated list of `name` or `name:trigger` (a leading '%' on either is
-// dropped).
+// The pass options: `values`, a comma-separated list of `name`, `name:trigger`, `name@hold` or
+// `name@hold:trigger` (a leading '%' on any name is dropped).
 std::vector<AttrSpec> swap_options();
 Result<void> run_swap_pass(Graph& g, const Attributes& options);
 
