@@ -1,11 +1,11 @@
-// swap on real training graphs (mlp, resnet18, gpt), swapping every forward activation that a backward op
-// reads, without triggers and with two kinds of trigger (the producer's successor halfway to the first late
-// reader, and the node right before that reader), and halfway with the space held a quarter of the way: the result verifies, its node order is a valid schedule, late
-// readers read the swap_ins and other readers the originals, and the text round-trips; trained on the reference
-// backend (mlp, resnet18) it gives bit-identical losses and parameters. On hand-written graphs: the statistics,
-// `.in2` names, an in-place writer of the swapped storage waiting for the swap_out (and a hold at or past it
-// refused), a graph out of schedule
-// order (ordered first; a bad trigger reported before anything changes), and option errors.
+// swap on real training graphs (mlp, resnet18, gpt), swapping every forward activation that a backward op reads,
+// without triggers and with two kinds of trigger (the producer's successor halfway to the first late reader, and
+// the node right before that reader), and halfway with the space held a quarter of the way: the result verifies,
+// its node order is a valid schedule, late readers read the swap_ins and other readers the originals, and the text
+// round-trips; trained on the reference backend (mlp, resnet18) it gives bit-identical losses and parameters. On
+// hand-written graphs: the statistics, `.in2` names, an in-place writer of the swapped storage waiting for the
+// swap_out (and a hold at or past it refused), a graph out of schedule order (ordered first; a bad trigger reported
+// before anything changes), and option errors.
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -231,5 +231,28 @@ TEST(Strategy, AutoRecomputesOnAPcieLinkAndIsDeterministic) {
   EXPECT_EQ(a.memory.device_arena_bytes, b.memory.device_arena_bytes);
 }
 
+// On PCIe 5 at a third of the way from the hard minimum, auto swaps and holds each swapped value's space while
+// its copy out runs (Note [Auto holds]): its swap_out sits after the hold in node order, with only copies
+// between, so the memory plan does not reuse the space before then.
+TEST(Strategy, AutoHoldsTheSpaceOfSwappedValuesWhileTheirCopiesRun) {
+  const Plan none = plan_ok(StrategyOptions{});
+  const int64_t budget = none.memory.min_budget_bytes + (none_peak() - none.memory.min_budget_bytes) / 3;
+  Plan a = plan_ok(auto_options("h100-pcie5", budget));
+  ASSERT_TRUE(a.fits);
+  int held = 0;
+  for (const AutoChoice& c : a.choices) {
+    if (c.kind != AutoChoice::Kind::swap || c.hold.empty()) continue;
+    SCOPED_TRACE(c.value + " held through " + c.hold);
+    ++held;
+    const NodeId producer = a.graph.value(*a.graph.find_value(c.value)).producer;
+    const NodeId hold = a.graph.value(*a.graph.find_value(c.hold)).producer;
+    const NodeId out = a.graph.value(*a.graph.find_value(c.value + ".out")).producer;
+    EXPECT_GT(hold, producer);
+    ASSERT_GT(out, hold);
+    for (uint32_t k = hold.v + 1; k < out.v; ++k) EXPECT_TRUE(a.graph.def(NodeId{k}).traits.is_copy);
+  }
+  EXPECT_GT(held, 0);
+}
+
 }  // namespace
 }  // namespace lms

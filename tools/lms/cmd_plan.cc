@@ -74,8 +74,12 @@ nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>&
       e["bytes"] = c.bytes;
       e["added_seconds"] = c.seconds;
       e["gap_seconds"] = c.gap_seconds;
-      if (c.kind == AutoChoice::Kind::swap) e["trigger"] = c.trigger;
-      else e["chain"] = c.chain;
+      if (c.kind == AutoChoice::Kind::swap) {
+        e["trigger"] = c.trigger;
+        e["hold"] = c.hold;
+      } else {
+        e["chain"] = c.chain;
+      }
       list.push_back(e);
     }
     a["choices"] = list;
@@ -102,8 +106,9 @@ void print_costliest(const Plan& p) {
   for (size_t i = 0; i < std::min(kShown, order.size()); ++i) {
     const AutoChoice& c = p.choices[order[i]];
     if (c.kind == AutoChoice::Kind::swap)
-      fmt::print("    swap      %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s; prefetch after %{})\n", c.value,
-                 format_bytes(c.bytes), c.seconds, c.gap_seconds, c.trigger);
+      fmt::print("    swap      %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s; {}prefetch after %{})\n", c.value,
+                 format_bytes(c.bytes), c.seconds, c.gap_seconds,
+                 c.hold.empty() ? "" : fmt::format("held through %{}; ", c.hold), c.trigger);
     else
       fmt::print("    recompute %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s{})\n", c.value, format_bytes(c.bytes),
                  c.seconds, c.gap_seconds, c.chain.empty() ? "" : fmt::format("; with %{}", fmt::join(c.chain, ", %")));

@@ -127,8 +127,8 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
   const std::vector<std::pair<ValueId, NodeId>> overwritten = in_place_overwrites(g);
 
   const size_t original = g.num_nodes();
-  // Where the new nodes go in node order: swap_outs right after their producer (or hold), triggered swap_ins right after
-  // their trigger (after the swap_outs there, which one of them may read), untriggered ones right before the
+  // Where the new nodes go in node order: swap_outs right after their producer (or hold), triggered swap_ins right
+  // after their trigger (after the swap_outs there, which one of them may read), untriggered ones right before the
   // first late reader. Each list is in value-id order (the creation order).
   std::vector<std::vector<NodeId>> outs_after(original), ins_after(original), ins_before(original);
   SwapStats stats;
@@ -176,12 +176,13 @@ Result<void> run_swap_pass(Graph& g, const Attributes& options) {
     SwapChoice c;
     auto strip = [](std::string name) { return !name.empty() && name.front() == '%' ? name.substr(1) : name; };
     const size_t colon = entry.find(':'), at = entry.find('@');
-    if (at != std::string::npos && colon != std::string::npos && at > colon)
+    const bool has_trigger = colon != std::string::npos, has_hold = at != std::string::npos;
+    if (has_hold && has_trigger && at > colon)
       return fail_at("option 'values'", "has '@hold' after ':trigger' in '{}' (write name@hold:trigger)", entry);
     c.value = entry.substr(0, std::min(colon, at));
-    if (at != std::string::npos) c.hold = strip(entry.substr(at + 1, colon == std::string::npos ? colon : colon - at - 1));
-    if (colon != std::string::npos) c.trigger = strip(entry.substr(colon + 1));
-    if (c.value.empty() || (colon != std::string::npos && c.trigger.empty()) || (at != std::string::npos && c.hold.empty()))
+    if (has_hold) c.hold = strip(entry.substr(at + 1, has_trigger ? colon - at - 1 : std::string::npos));
+    if (has_trigger) c.trigger = strip(entry.substr(colon + 1));
+    if (c.value.empty() || (has_trigger && c.trigger.empty()) || (has_hold && c.hold.empty()))
       return fail_at("option 'values'", "has an empty value, hold or trigger name in '{}'", entry);
     o.swaps.push_back(std::move(c));
   }

@@ -204,7 +204,7 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   // (resnet50 b1000 at 16 GiB: 18.8 vs 15.x GiB); it keeps the smaller arena of every assignment, and when
   // none fits the budget but the liveness bound does, searches perturbed orders (Note [Perturbed orders]) until
   // one fits or packing_tries run out.
-  auto exact = [&](const Graph& g) -> Result<MemoryPlan> {
+  auto exact = [&](const Graph& g, bool search) -> Result<MemoryPlan> {
     PlanOptions po{.budget_bytes = opts.budget_bytes};
     if (opts.workspace_bytes) po.workspace_bytes = LMS_TRY(opts.workspace_bytes(g));  // once for every order
     std::optional<MemoryPlan> best;
@@ -216,7 +216,7 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
       return {};
     };
     for (Assignment a : kAllAssignments) LMS_TRY_VOID(try_order(a, 0));
-    for (int k = 0; k < opts.packing_tries && best->device_arena_bytes > opts.budget_bytes &&
+    for (int k = 0; search && k < opts.packing_tries && best->device_arena_bytes > opts.budget_bytes &&
                     best->lower_bound_bytes <= opts.budget_bytes;
          ++k)
       LMS_TRY_VOID(try_order(Assignment::perturbed_by_area, static_cast<uint32_t>(k)));

@@ -15,17 +15,29 @@
 // Each step takes the highest position p* of live[] and, among the moves that free bytes at p*, the one with
 // the most bytes freed per second added: swap or recompute a kept value (whichever adds less time), delay
 // a chosen prefetch's trigger to p* (less prefetch, more stall: what lets tight budgets fit), or recompute a
-// swapped value whose prefetch is live at p*. It stops when
-// live[] fits the target. The estimate ignores fragmentation and the time the copies and clones shift the
-// schedule; the exact plan and the time simulation of the rewritten graph are the judges (plan_auto retries
-// with a lower target when the exact plan does not fit).
+// swapped value whose prefetch is live at p*. It stops when live[] fits the target. The estimate ignores
+// fragmentation and the time the copies and clones shift the schedule; the exact plan and the time simulation
+// of the rewritten graph are the judges (plan_auto retries with a lower target when the exact plan does not
+// fit).
+//
+// Note [Auto holds]
+// A swapped value's space is free for reuse once its last forward reader has run, but the op that reuses it must
+// wait for the copy to the host (the Program's buffer-reuse waits): a 2.4 GiB activation on PCIe 5 stalls the
+// forward pass for ~50 ms. The swap pass's hold keeps the space allocated up to a later op, by which the copy is
+// predicted to have ended, and the memory plan places other tensors elsewhere meanwhile. Holds cost memory where
+// the forward pass usually has room, so the greedy decides without them; once its choices fit, each swap gets the
+// part of its hold that fits under the target, and the same choices are planned exactly again with these holds
+// (then with half-length ones: holds change the packing), without the costly search for a tighter packing. The
+// first that fits is kept when the time simulation says it is faster; a hold cut short leaves a smaller stall,
+// which the simulation counts.
 //
 // Note [Auto portfolio]
 // A greedy at the peak can paint itself into a corner: recomputations chosen early make clones that are live
 // together late in the backward pass, where nothing is left to free. Rather than a search with undo, plan_auto
 // runs three deterministic greedies -- both moves, swaps only, recomputations only -- each with its retries,
-// and keeps the fastest exact plan that fits by the time simulation. Each costs one estimate and a few exact
-// plans, so the three together stay well under a second on our largest models (docs/results.md).
+// and keeps the fastest exact plan that fits by the time simulation. When none fits, a fourth runs with both
+// moves under stricter rules (Mix::both_strict), which at the edge of capacity leave fewer clones live at
+// once. Each costs one estimate and a few exact plans (docs/results.md has the planning times).
 #include "lms/plan/auto/auto_planner.h"
 
 #include <algorithm>
@@ -46,9 +58,12 @@ namespace {
 
 enum class State : uint8_t { keep, swap, recompute };
 
-// Which moves a greedy run may make. Each run is a deterministic greedy; plan_auto runs all three and keeps
-// the fastest plan that fits (Note [Auto portfolio]).
-enum class Mix : uint8_t { both, swap_only, recompute_only };
+// Which moves a greedy run may make. Each run is a deterministic greedy; plan_auto runs the first three and
+// keeps the fastest plan that fits (Note [Auto portfolio]). `both_strict`, run only when none of them fits,
+// recomputes only where the estimate at the clone's place stays under the target and never turns a swap into
+// a recomputation: slower plans, but at the edge of capacity fewer clones live together late in the backward
+// pass.
+enum class Mix : uint8_t { both, swap_only, recompute_only, both_strict };
 
 struct Candidate {
   ValueId value;
@@ -59,6 +74,8 @@ struct Candidate {
   double copy_out = 0, copy_in = 0;  // seconds
   double gap = 0;                    // start(f) - end(e), seconds
   int trigger = 0;                   // k in [e, f): the prefetch's trigger by its copy duration
+  int hold = 0;                      // swap: h in [e, k], the last position that keeps its space (place_holds)
+  int freed_lo = 0, freed_hi = -1;   // positions where the estimate counts it freed (empty: lo > hi)
   bool recomputable = false;
   std::vector<ValueId> chain;        // values cloned for it, earliest first, ending with `value`
   double recompute_seconds = 0;
@@ -84,6 +101,13 @@ int latest_ending_by(const std::vector<double>& end, int lo, int hi, double t) {
   auto first = end.begin() + lo, last = end.begin() + hi;
   auto it = std::upper_bound(first, last, t);  // first end > t
   return it == first ? lo : static_cast<int>(it - end.begin()) - 1;
+}
+
+// The largest position k in [lo, hi) whose start is < t (starts are non-decreasing), or lo.
+int latest_starting_before(const std::vector<double>& start, int lo, int hi, double t) {
+  auto first = start.begin() + lo, last = start.begin() + hi;
+  auto it = std::lower_bound(first, last, t);  // first start >= t
+  return it == first ? lo : static_cast<int>(it - start.begin()) - 1;
 }
 
 struct Timeline {
@@ -136,6 +160,7 @@ std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const
       if (c.bwd_first == INT32_MAX || c.bwd_first <= c.fwd_end + 1) continue;  // no gap to free
       c.copy_out = copy_seconds(c.bytes, o.device.d2h_bytes_per_s, o.device);
       c.copy_in = copy_seconds(c.bytes, o.device.h2d_bytes_per_s, o.device);
+      c.hold = c.fwd_end;
       c.gap = tl.start[c.bwd_first] - tl.end[c.fwd_end];
       c.trigger = latest_ending_by(tl.end, c.fwd_end, c.bwd_first,
                                    tl.start[c.bwd_first] - c.copy_in * (1 + o.prefetch_margin));
@@ -229,6 +254,12 @@ struct Greedy {
   void add(int lo, int hi, int64_t bytes) {  // positions [lo, hi]
     for (int p = std::max(lo, 0); p <= hi && p < static_cast<int>(live.size()); ++p) live[p] += bytes;
   }
+  // Counts `c` freed over positions [lo, hi] instead of where it was counted freed before.
+  void free_over(Candidate& c, int lo, int hi) {
+    add(c.freed_lo, c.freed_hi, c.bytes);
+    add(lo, hi, -c.bytes);
+    c.freed_lo = lo, c.freed_hi = hi;
+  }
   // A clone reads its chain's leaf inputs (the inputs it does not clone) at its place: a leaf that is swapped
   // must be back by then, one that is recomputed must be recomputed by then (recompute chains it).
   int swap_trigger(const Candidate& c) const {
@@ -250,11 +281,11 @@ struct Greedy {
     if (j < 0) return;
     Candidate& w = cands[j];
     if (w.state == State::swap && swap_trigger(w) < w.trigger) {
-      add(swap_trigger(w) + 1, w.trigger, w.bytes);
       w.trigger = swap_trigger(w);
+      free_over(w, w.fwd_end + 1, w.trigger);
     } else if (w.state == State::recompute && recompute_at(w) < w.bwd_first) {
-      add(recompute_at(w), w.bwd_first - 1, w.bytes);
       w.bwd_first = recompute_at(w);
+      free_over(w, w.fwd_end + 1, w.bwd_first - 1);
     }
   }
 
@@ -262,7 +293,8 @@ struct Greedy {
   // and its clones' other outputs do not raise live[] above the target where they run.
   bool may_recompute(const Candidate& c) const {
     if (mix == Mix::swap_only || !c.recomputable) return false;
-    if (transient(c) > 0 && live[recompute_at(c)] + transient(c) > target) return false;
+    const bool strict = transient(c) > 0 || mix == Mix::both_strict;
+    if (strict && live[recompute_at(c)] + transient(c) > target) return false;
     for (ValueId v : c.chain)
       if (producer_recomputed[g.value(v).producer.v]) return false;
     return true;
@@ -270,11 +302,44 @@ struct Greedy {
   void choose_recompute(Candidate& c) {
     c.state = State::recompute;
     c.bwd_first = recompute_at(c);
+    free_over(c, c.fwd_end + 1, c.bwd_first - 1);
     add(c.bwd_first, c.bwd_first, transient(c));
     for (ValueId v : c.chain) producer_recomputed[g.value(v).producer.v] = 1;
     for (ValueId v : c.chain)
       for (ValueId in : g.node(g.value(v).producer).inputs)
         if (std::find(c.chain.begin(), c.chain.end(), in) == c.chain.end()) clone_reads(in, c.bwd_first);
+  }
+
+  // After the moves: each swap keeps its value's space up to the op running when its copy out is predicted to
+  // end, as far as the estimate has room under the target, so that the ops after its last forward reader do
+  // not wait for that copy (Note [Auto holds]). Copies out run one at a time in node order, and the swap pass
+  // places each after its hold, so holds never decrease in producer order where room allows.
+  // `share`: the part of each hold's wanted length to place. Replaces the holds placed before; false when
+  // there is none.
+  bool place_holds(double share) {
+    for (int i : swapped) {
+      cands[i].hold = cands[i].fwd_end;
+      free_over(cands[i], cands[i].fwd_end + 1, cands[i].trigger);
+    }
+    std::vector<int> order = swapped;
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return cands[a].producer < cands[b].producer; });
+    double d2h_free = 0;
+    int previous = 0;
+    bool any = false;
+    for (int i : order) {
+      Candidate& c = cands[i];
+      d2h_free = std::max(d2h_free, tl.end[c.producer.v]) + c.copy_out;
+      const int wanted = std::max(previous, latest_starting_before(tl.start, c.fwd_end, c.bwd_first,
+                                                                   d2h_free + c.copy_out * o.prefetch_margin));
+      int h = c.fwd_end;
+      const int end = c.fwd_end + static_cast<int>(share * (std::min(wanted, c.trigger) - c.fwd_end));
+      while (h < end && live[h + 1] + c.bytes <= target) ++h;
+      c.hold = h;
+      previous = std::max(previous, h);
+      free_over(c, h + 1, c.trigger);
+      any = any || h > c.fwd_end;
+    }
+    return any;
   }
 
   // Runs until live[] <= target or no move frees bytes at the peak; true when it reached the target.
@@ -306,7 +371,7 @@ struct Greedy {
           if (peak < recompute_at(c) && may_recompute(c)) consider(Move::recompute, c.recompute_seconds);
         } else if (c.state == State::swap && peak > c.trigger && peak < c.bwd_first) {
           consider(Move::delay, unhidden(c, peak) - unhidden(c, c.trigger));
-          if (peak < recompute_at(c) && may_recompute(c))
+          if (mix != Mix::both_strict && peak < recompute_at(c) && may_recompute(c))
             consider(Move::swap_to_recompute, c.recompute_seconds - c.seconds);
         }
       }
@@ -314,26 +379,24 @@ struct Greedy {
       Candidate& c = cands[best];
       switch (best_move) {
         case Move::delay:
-          add(c.trigger + 1, peak, -c.bytes);
           c.seconds += best_cost;
           c.trigger = peak;
+          free_over(c, c.fwd_end + 1, c.trigger);
           break;
         case Move::swap:
           c.state = State::swap;
           c.seconds = best_cost;
           c.trigger = swap_trigger(c);
-          add(c.fwd_end + 1, c.trigger, -c.bytes);
+          free_over(c, c.fwd_end + 1, c.trigger);
           swapped.push_back(best);
           host_bytes += c.bytes;
           break;
         case Move::swap_to_recompute:
-          add(c.fwd_end + 1, c.trigger, c.bytes);  // undo the swap, then recompute
           swapped.erase(std::find(swapped.begin(), swapped.end(), best));
           host_bytes -= c.bytes;
           [[fallthrough]];
         case Move::recompute:
           c.seconds = c.recompute_seconds;
-          add(c.fwd_end + 1, recompute_at(c) - 1, -c.bytes);
           choose_recompute(c);
           break;
       }
@@ -367,14 +430,53 @@ Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands,
       dropped[i] = true;
       continue;
     }
-    const std::string& trigger_name = scheduled.value(scheduled.first_output(NodeId{static_cast<uint32_t>(c.trigger)})).name;
-    const int k = std::max(e, std::min(f - 1, static_cast<int>(g.value(*g.find_value(trigger_name)).producer.v)));
-    so.swaps.push_back({g.value(v).name, g.value(g.first_output(NodeId{static_cast<uint32_t>(k)})).name});
+    // The trigger and hold, found by name in the rewritten graph, kept in [e, f), the hold (if any) after e and
+    // not after the trigger.
+    auto position_in_g = [&](int scheduled_position) {
+      const NodeId n{static_cast<uint32_t>(scheduled_position)};
+      return static_cast<int>(g.value(*g.find_value(scheduled.value(scheduled.first_output(n)).name)).producer.v);
+    };
+    auto name_at = [&](int position) {
+      return g.value(g.first_output(NodeId{static_cast<uint32_t>(position)})).name;
+    };
+    const int k = std::max(e, std::min(f - 1, position_in_g(c.trigger)));
+    const int h = c.hold > c.fwd_end ? std::min(k, position_in_g(c.hold)) : e;
+    so.swaps.push_back({g.value(v).name, name_at(k), h > e ? name_at(h) : ""});
     choices[i].trigger = so.swaps.back().trigger;
+    choices[i].hold = so.swaps.back().hold;
   }
   if (!so.swaps.empty()) LMS_TRY(insert_swaps(g, so));
   g.set_scheduled(true);
   return g;
+}
+
+// The rewrite of the greedy's choices (`cands`), its exact plan and its time simulation.
+Result<AutoResult> realize(const Graph& scheduled, const std::vector<Candidate>& cands,
+                           const ExactPlanner& exact, const AutoOptions& o,
+                           bool search = true) {
+  AutoResult r;
+  for (const Candidate& c : cands) {
+    AutoChoice ch;
+    ch.kind = c.state == State::recompute ? AutoChoice::Kind::recompute : AutoChoice::Kind::swap;
+    ch.value = scheduled.value(c.value).name;
+    ch.bytes = c.bytes;
+    ch.seconds = c.seconds;
+    ch.gap_seconds = c.gap;
+    if (c.state == State::recompute)
+      for (ValueId v : c.chain)
+        if (v != c.value) ch.chain.push_back(scheduled.value(v).name);
+    r.choices.push_back(std::move(ch));
+  }
+  std::vector<bool> dropped;  // swaps the rewrite left out
+  r.graph = LMS_TRY(build(scheduled, cands, r.choices, dropped, r.recompute_flops));
+  std::vector<AutoChoice> chosen;  // only the values chosen, in position order
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].state != State::keep && !dropped[i]) chosen.push_back(std::move(r.choices[i]));
+  r.choices = std::move(chosen);
+  r.memory = LMS_TRY(exact(r.graph, search));
+  r.sim = LMS_TRY(simulate_time(r.graph, o.device, o.measured.empty() ? nullptr : &o.measured, &r.memory));
+  r.fits = r.memory.device_arena_bytes <= o.budget_bytes && r.memory.host_arena_bytes <= o.host_budget_bytes;
+  return r;
 }
 
 // One greedy mix with retries: the greedy to a target, the rewrite, the exact plan; a plan over the budget
@@ -382,7 +484,7 @@ Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands,
 // target, or max_rounds.
 Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const std::vector<Candidate>& candidates,
                             const std::vector<int64_t>& live0,
-                            const std::function<Result<MemoryPlan>(const Graph&)>& exact, const AutoOptions& o,
+                            const ExactPlanner& exact, const AutoOptions& o,
                             Mix mix) {
   AutoResult best;
   int64_t target = o.budget_bytes, reached_target = -1;
@@ -390,35 +492,16 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
     std::vector<Candidate> cands = candidates;  // the greedy marks its choices on its copy
     Greedy greedy(scheduled, tl, o, cands, live0, mix);
     const bool reached = greedy.run(target);
-
-    AutoResult r;
-    r.rounds = round;
-    for (const Candidate& c : cands) {
-      AutoChoice ch;
-      ch.kind = c.state == State::recompute ? AutoChoice::Kind::recompute : AutoChoice::Kind::swap;
-      ch.value = scheduled.value(c.value).name;
-      ch.bytes = c.bytes;
-      ch.seconds = c.seconds;
-      ch.gap_seconds = c.gap;
-      if (c.state == State::recompute)
-        for (ValueId v : c.chain)
-          if (v != c.value) ch.chain.push_back(scheduled.value(v).name);
-      r.choices.push_back(std::move(ch));
+    AutoResult r = LMS_TRY(realize(scheduled, cands, exact, o));
+    // A plan that fits: the same choices with holds, full length, else half length, when that fits and is
+    // faster (Note [Auto holds]).
+    for (double share : {1.0, 0.5}) {
+      if (!r.fits || !greedy.place_holds(share)) break;
+      AutoResult held = LMS_TRY(realize(scheduled, cands, exact, o, /*search=*/false));
+      if (held.fits && held.sim.step_seconds < r.sim.step_seconds) r = std::move(held);
+      if (held.fits) break;
     }
-    std::vector<bool> dropped;  // swaps the rewrite left out
-    r.graph = LMS_TRY(build(scheduled, cands, r.choices, dropped, r.recompute_flops));
-    std::vector<AutoChoice> chosen;  // only the values chosen, in position order
-    int swaps = 0, recomputes = 0;
-    for (size_t i = 0; i < cands.size(); ++i)
-      if (cands[i].state != State::keep && !dropped[i]) {
-        chosen.push_back(std::move(r.choices[i]));
-        if (cands[i].state == State::swap) ++swaps;
-        else ++recomputes;
-      }
-    r.choices = std::move(chosen);
-    r.memory = LMS_TRY(exact(r.graph));
-    r.sim = LMS_TRY(simulate_time(r.graph, o.device, o.measured.empty() ? nullptr : &o.measured, &r.memory));
-    r.fits = r.memory.device_arena_bytes <= o.budget_bytes && r.memory.host_arena_bytes <= o.host_budget_bytes;
+    r.rounds = round;
     if (r.fits) return r;
     if (r.memory.device_arena_bytes <= o.budget_bytes) {
       r.why = Error{fmt::format("does not fit the host: the plan needs {} of host memory for swapped tensors, the "
@@ -428,8 +511,10 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
       return r;
     }
     Error why = does_not_fit(r.graph, r.memory, o.budget_bytes);
+    const auto swaps = std::count_if(r.choices.begin(), r.choices.end(),
+                                     [](const AutoChoice& c) { return c.kind == AutoChoice::Kind::swap; });
     why.where = fmt::format("auto ({} swapped, {} recomputed; estimated peak target {}; round {})", swaps,
-                            recomputes, format_size(target), round);
+                            std::ssize(r.choices) - swaps, format_size(target), round);
     r.why = std::move(why);
     if (reached || !best.why) best = std::move(r);
     // Too big: lower the target by the excess (and a step). When the greedy could not reach its target,
@@ -450,7 +535,7 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
 }  // namespace
 
 Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> workspaces,
-                             const std::function<Result<MemoryPlan>(const Graph&)>& exact, const AutoOptions& o) {
+                             const ExactPlanner& exact, const AutoOptions& o) {
   if (o.device.h2d_bytes_per_s <= 0 || o.device.d2h_bytes_per_s <= 0)
     return fail("auto: device model '{}' has no host link rates", o.device.name);
   if (o.max_rounds < 1) return fail("auto: max_rounds must be >= 1, got {}", o.max_rounds);
@@ -465,7 +550,8 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
   const std::vector<Candidate> candidates = find_candidates(scheduled, tl, o);
   std::optional<AutoResult> best;
   int rounds = 0;
-  for (Mix mix : {Mix::both, Mix::swap_only, Mix::recompute_only}) {
+  for (Mix mix : {Mix::both, Mix::swap_only, Mix::recompute_only, Mix::both_strict}) {
+    if (mix == Mix::both_strict && best->fits) break;
     AutoResult r = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, mix));
     rounds += r.rounds;
     // The fastest that fits; else the first mix's (its reason); ties keep the earlier mix.

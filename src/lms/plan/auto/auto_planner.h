@@ -51,6 +51,8 @@ struct AutoChoice {
                                      // (swap) or the ops run again (recompute)
   double gap_seconds = 0;            // predicted time between its last forward reader and first backward one
   std::string trigger;               // swap: the op whose end starts the prefetch (empty: just in time)
+  std::string hold;                  // swap: the op through which its space stays allocated while it is copied
+                                     // out (empty: none, the ops after its last forward reader may wait)
   std::vector<std::string> chain;    // recompute: values recomputed with it because it reads them and they
                                      // are not resident then (earliest first)
 };
@@ -66,11 +68,15 @@ struct AutoResult {
   std::optional<Error> why;          // when !fits: why, with the numbers
 };
 
-// Plans `scheduled` (see above). `exact` plans a graph exactly (the strategy's memory planner with the
-// backend's workspaces); `workspaces` are the scratch bytes of `scheduled`'s nodes (empty: none). A plan
-// that does not fit comes back with fits = false and `why`. Errors: the passes' and the planner's own.
+// Plans a graph exactly (the strategy's memory planner with the backend's workspaces); with `search` false it
+// may skip costly searches for a tighter packing.
+using ExactPlanner = std::function<Result<MemoryPlan>(const Graph&, bool search)>;
+
+// Plans `scheduled` (see above). `exact` plans a graph exactly; `workspaces` are the scratch bytes of `scheduled`'s
+// nodes (empty: none). A plan that does not fit comes back with fits = false and `why`. Errors: the passes' and the
+// planner's own.
 Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> workspaces,
-                             const std::function<Result<MemoryPlan>(const Graph&)>& exact,
+                             const ExactPlanner& exact,
                              const AutoOptions& opts);
 
 }  // namespace lms
