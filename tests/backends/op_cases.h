@@ -113,6 +113,10 @@ inline const std::vector<OpCase> kCases = {
     // Both operands broadcast: oneDNN's binary cannot, so this documented case runs the reference kernel.
     {"add_both_broadcast", Op::add, {{4, 1, 6}, {5, 1}}, {}, 0, 0},
     {"mul_broadcast", Op::mul, {{3, 4, 5}, {3, 1, 5}}, {}},
+    // Shapes whose index spaces the cuda dispatcher simplifies: a per-channel operand with size-1 dimensions,
+    // and one broadcast along inner dimensions that merge.
+    {"mul_channel", Op::mul, {{2, 3, 4, 5}, {1, 3, 1, 1}}, {}},
+    {"add_inner_broadcast", Op::add, {{2, 3, 4, 5}, {2, 3, 1, 1}}, {}},
     {"bias_add", Op::bias_add, {{2, 3, 4, 4}, {3}}, {}},
     {"bias_add_last", Op::bias_add, {{5, 7}, {7}}, A({{"axis", I(-1)}})},
     {"scale", Op::scale, {{4, 33}}, A({{"factor", F(0.37)}})},
@@ -139,6 +143,7 @@ inline const std::vector<OpCase> kCases = {
     {"mean_all", Op::mean, {{7, 9}}, {}, 0},
     {"mean_axis1", Op::mean, {{3, 4, 5}}, A({{"axes", L({1})}}), 0},
     {"mean_keepdims", Op::mean, {{3, 4, 5}}, A({{"axes", L({0, 2})}, {"keepdims", B(true)}}), 0},
+    {"mean_middle_axes", Op::mean, {{3, 4, 5, 2}}, A({{"axes", L({1, 2})}}), 0},
     {"reduce_sum_last", Op::reduce_sum, {{6, 13}}, A({{"axes", L({-1})}}), 0},
     {"sum_to_row", Op::sum_to, {{4, 5, 6}}, A({{"shape", L({6})}}), 0},
     {"sum_to_keep", Op::sum_to, {{4, 5, 6}}, A({{"shape", L({4, 1, 6})}}), 0},
@@ -148,6 +153,7 @@ inline const std::vector<OpCase> kCases = {
     {"broadcast_to_middle", Op::broadcast_to, {{4, 1, 6}}, A({{"shape", L({4, 5, 6})}}), 0},
     {"transpose", Op::transpose, {{2, 3, 4}}, A({{"perm", L({2, 0, 1})}}), 0},
     {"transpose_2d", Op::transpose, {{5, 7}}, A({{"perm", L({1, 0})}}), 0},
+    {"transpose_last_two", Op::transpose, {{2, 3, 4, 5}}, A({{"perm", L({0, 1, 3, 2})}}), 0},
     {"concat", Op::concat, {{2, 3, 4}, {2, 5, 4}, {2, 1, 4}}, A({{"axis", I(1)}}), 0},
     {"slice", Op::slice, {{4, 10, 3}}, A({{"axis", I(1)}, {"start", I(2)}, {"end", I(7)}}), 0},
     {"slice_grad", Op::slice_grad, {{4, 5, 3}}, A({{"axis", I(1)}, {"start", I(2)}, {"end", I(7)}, {"dim", I(10)}}), 0},

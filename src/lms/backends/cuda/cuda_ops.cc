@@ -106,18 +106,30 @@ Result<OwnKernel> with_element(DType t, F&& body) {
   }
 }
 
-// A Strided geometry over `shape` with operand strides `a` and `b`.
+// A Strided geometry over `shape` with operand strides `a` and `b`, simplified: size-1 dimensions dropped and
+// neighbours that both stride sets traverse contiguously merged (outer o, inner d: s[o] == s[d] * shape[d]), so
+// the kernels divide less per element (a same-shape add becomes rank 1: no division at all) at the same offsets
+// and in the same row-major order. A reduction's kept and reduced dimensions never merge (its `b` is 0 along
+// exactly the reduced ones).
 Result<Strided> strided(const Args& a, const Shape& shape, const std::vector<int64_t>& sa,
                         const std::vector<int64_t>& sb) {
-  if (shape.size() > static_cast<size_t>(kMaxDims))
-    return fail("cuda backend: {} of rank {} exceeds the {} dimensions its kernels handle", a.name(), shape.size(),
-                kMaxDims);
   Strided g;
-  g.rank = static_cast<int>(shape.size());
-  for (int d = 0; d < g.rank; ++d) {
-    g.shape[d] = shape[d];
-    g.a[d] = sa[d];
-    g.b[d] = sb[d];
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    const int o = g.rank - 1;
+    if (o >= 0 && g.a[o] == sa[d] * shape[d] && g.b[o] == sb[d] * shape[d]) {
+      g.shape[o] *= shape[d];
+      g.a[o] = sa[d];
+      g.b[o] = sb[d];
+      continue;
+    }
+    if (g.rank == kMaxDims)
+      return fail("cuda backend: {} over {} needs more than the {} dimensions its kernels handle", a.name(),
+                  to_string(shape), kMaxDims);
+    g.shape[g.rank] = shape[d];
+    g.a[g.rank] = sa[d];
+    g.b[g.rank] = sb[d];
+    ++g.rank;
   }
   return g;
 }

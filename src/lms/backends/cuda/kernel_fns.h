@@ -37,6 +37,11 @@ struct Strided {
   int64_t b[kMaxDims] = {};  // strides of operand b
   // The offsets of element `i` of `shape` (row-major) in a and b.
   LMS_HD void offsets(int64_t i, int64_t& oa, int64_t& ob) const {
+    if (rank == 1) {  // the common case once the dispatcher has merged dimensions: no division
+      oa = i * a[0];
+      ob = i * b[0];
+      return;
+    }
     oa = 0;
     ob = 0;
     for (int d = rank - 1; d >= 0; --d) {
