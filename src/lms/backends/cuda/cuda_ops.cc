@@ -268,12 +268,24 @@ Result<PoolWindows> pool_windows(const Args& a, const Shape& x, const Shape& y) 
   return w;
 }
 
-// max_pool_grad (dy, x) -> dx.
+// max_pool_grad (dy, x) -> dx: each window's first maximum once (a byte per output, in the workspace), then a
+// gather per input element; windows too large for a byte find their maximum again per input element.
 Result<OwnKernel> max_pool_grad(const Args& a, const Launcher& l) {
   const PoolWindows w = LMS_TRY(pool_windows(a, a.in(1).shape, a.in(0).shape));
   return for_float(a, a.in(1).dtype, [&]<class T>() -> Result<OwnKernel> {
-    return single(l, MaxPoolGrad<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), w}, elements(a.in(1)));
+    if (w.window_volume() >= MaxPoolArgmax<T>::kNoWindowPosition)
+      return single(l, MaxPoolGrad<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), w}, elements(a.in(1)));
+    auto* pos = static_cast<uint8_t*>(a.call.workspace);
+    return sequence({step(l, MaxPoolArgmax<T>{in<T>(a, 1), pos, w}, elements(a.in(0))),
+                     step(l, MaxPoolGradByPosition<T>{in<T>(a, 0), pos, out<T>(a, 0), w}, elements(a.in(1)))});
   });
+}
+
+// max_pool_grad's workspace: a byte per output element when its windows have fewer than 255 positions.
+int64_t max_pool_grad_workspace(const KernelCall& call) {
+  int64_t volume = 1;
+  for (int64_t k : call.attrs->get_ints("kernel", {})) volume *= k;
+  return volume < 255 ? reference::product(call.inputs[0].type->shape, 0, call.inputs[0].type->shape.size()) : 0;
 }
 
 // avg_pool_grad (dy) -> dx of x_shape.
@@ -564,6 +576,9 @@ Result<int64_t> own_workspace_bytes(const KernelCall& call) {
     case Op::embedding_grad:
       if (call.inputs.size() != 2 || call.outputs.size() != 1 || call.outputs[0].type->rank() != 2) break;
       return embedding_grad_workspace(*call.inputs[1].type, *call.outputs[0].type);
+    case Op::max_pool_grad:
+      if (call.inputs.size() != 2 || call.attrs == nullptr) break;
+      return max_pool_grad_workspace(call);
     default: return int64_t{0};
   }
   return fail("cuda backend: {} call has the wrong number of operands", op_def(call.op).name);

@@ -309,6 +309,12 @@ struct PoolWindows {
     }
     return best;
   }
+  // Input position (i0, i1, i2)'s place in output (o0, o1, o2)'s window, row-major over k.
+  LMS_HD int64_t window_position(int64_t i0, int64_t i1, int64_t i2, int64_t o0, int64_t o1, int64_t o2) const {
+    return ((i0 - (o0 * stride[0] - pad[0])) * k[1] + (i1 - (o1 * stride[1] - pad[1]))) * k[2] +
+           (i2 - (o2 * stride[2] - pad[2]));
+  }
+  LMS_HD int64_t window_volume() const { return k[0] * k[1] * k[2]; }
   // The input positions along dimension d in output o's window (padding excluded).
   LMS_HD int64_t valid(int d, int64_t o) const {
     const int64_t first = o * stride[d] - pad[d], last = first + k[d] - 1;
@@ -339,9 +345,50 @@ struct PoolWindows {
   }
 };
 
-// max_pool_grad by gathering, one input element per index: the sum of the dy elements whose window's first
-// maximum is this element, in ascending output order, in double (the reference scatters in that order into a
-// double accumulator, so the sums are the same).
+// The first maximum of each output's window (PoolWindows::argmax), one output element per index, stored as its
+// position in the window (row-major over k, < 255; 255: an empty window): max_pool_grad's first pass.
+template <class T>
+struct MaxPoolArgmax {
+  const T* x;
+  uint8_t* pos;
+  PoolWindows w;
+  LMS_HD void operator()(int64_t j) const {
+    const int64_t plane = j / w.out_plane(), o = j % w.out_plane();
+    const int64_t o2 = o % w.out[2], o1 = (o / w.out[2]) % w.out[1], o0 = o / (w.out[2] * w.out[1]);
+    const int64_t best = w.argmax(x + plane * w.in_plane(), o0, o1, o2);
+    if (best < 0) {
+      pos[j] = kNoWindowPosition;
+      return;
+    }
+    const int64_t b2 = best % w.in[2], b1 = (best / w.in[2]) % w.in[1], b0 = best / (w.in[2] * w.in[1]);
+    pos[j] = static_cast<uint8_t>(w.window_position(b0, b1, b2, o0, o1, o2));
+  }
+  static constexpr uint8_t kNoWindowPosition = 255;
+};
+
+// max_pool_grad's second pass, one input element per index: the sum of the dy elements whose window's first
+// maximum (MaxPoolArgmax) is this element, in ascending output order, in double (the reference scatters in that
+// order into a double accumulator, so the sums are the same).
+template <class T>
+struct MaxPoolGradByPosition {
+  const T* dy;
+  const uint8_t* pos;
+  T* dx;
+  PoolWindows w;
+  LMS_HD void operator()(int64_t i) const {
+    const int64_t at = i % w.in_plane();
+    const int64_t i2 = at % w.in[2], i1 = (at / w.in[2]) % w.in[1], i0 = at / (w.in[2] * w.in[1]);
+    double acc = 0;
+    w.for_covering(i, [&](int64_t, int64_t out_base, int64_t o, int64_t o0, int64_t o1, int64_t o2) {
+      if (pos[out_base + o] == w.window_position(i0, i1, i2, o0, o1, o2))
+        acc += static_cast<double>(dy[out_base + o]);
+    });
+    dx[i] = static_cast<T>(acc);
+  }
+};
+
+// max_pool_grad in one pass for windows of more than 254 positions: as MaxPoolGradByPosition, each window's
+// maximum found again for every input element it holds.
 template <class T>
 struct MaxPoolGrad {
   const T *dy, *x;
