@@ -3,6 +3,7 @@
 // compute bound and a relu over 1024x1024 f32 is memory bound.
 #include <gtest/gtest.h>
 
+#include "lms/analysis/stats.h"
 #include "lms/ir/builder.h"
 #include "lms/sim/cost_model.h"
 
@@ -85,6 +86,36 @@ TEST(CostModel, OpTimesCoversEveryNode) {
   const std::vector<double> times = op_times(t.g, m);
   ASSERT_EQ(times.size(), t.g.num_nodes());
   for (uint32_t i = 0; i < t.g.num_nodes(); ++i) EXPECT_EQ(times[i], op_seconds(t.g, NodeId{i}, m)) << i;
+}
+
+// A measured time without recorded work is used as is; with it, at the size it was measured it is used as is,
+// and at twice the rows the part above the launch overhead doubles (the matmul is compute bound and the relu
+// memory bound at both sizes, so the roofline doubles for both).
+TEST(CostModel, MeasuredTimesScaleWithTheWorkOfTheNode) {
+  auto graph = [](int64_t rows) {
+    Graph g{"rows"};
+    Builder b(g);
+    const ValueId x = b.input(TensorType{DType::f32, {rows, 1024}}, "x");
+    const ValueId w = b.param(TensorType{DType::f32, {1024, 1024}}, "w");
+    b.op(Op::relu, {b.op(Op::matmul, {x, w}, {}, "y")}, {}, "r");
+    EXPECT_TRUE(b.ok()) << b.error()->str();
+    return g;
+  };
+  const Graph small = graph(1024), large = graph(2048);
+  const DeviceModel m = *device_model("v100-pcie3");
+  const NodeId y = small.value(*small.find_value("y")).producer, r = small.value(*small.find_value("r")).producer;
+  MeasuredTimes unsized{{"y", {1e-3, std::nullopt}}, {"r", {2e-4, std::nullopt}}};
+  MeasuredTimes sized{{"y", {1e-3, node_cost(small, small.node(y))}}, {"r", {2e-4, node_cost(small, small.node(r))}}};
+  for (const Graph* g : {&small, &large}) {
+    const std::vector<double> t = op_times(*g, m, &unsized);
+    EXPECT_EQ(t[y.v], 1e-3);
+    EXPECT_EQ(t[r.v], 2e-4);
+  }
+  const std::vector<double> same = op_times(small, m, &sized), twice = op_times(large, m, &sized);
+  EXPECT_EQ(same[y.v], 1e-3);
+  EXPECT_EQ(same[r.v], 2e-4);
+  EXPECT_NEAR(twice[y.v], m.launch_overhead_s + 2 * (1e-3 - m.launch_overhead_s), 1e-15);
+  EXPECT_NEAR(twice[r.v], m.launch_overhead_s + 2 * (2e-4 - m.launch_overhead_s), 1e-15);
 }
 
 }  // namespace

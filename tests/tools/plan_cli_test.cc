@@ -131,6 +131,14 @@ TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {
   auto p = run_lms("plan --model mlp --budget 1GiB --device-model h100-pcie5 --json --profile " + profile);
   ASSERT_EQ(p.status, 0) << p.err;
   EXPECT_NEAR(json_of(p, "plan")["predicted_step_seconds"].get<double>(), sum, 1e-9 * sum);
+  // The profile recorded each node's work, so it predicts the mlp at 4x the batch too: each node's time above
+  // the launch overhead scales with its roofline time (4x for the batch-sized ops, 1x for the optimizer's).
+  for (const auto& n : j["nodes"]) EXPECT_TRUE(n.contains("flops") && n.contains("bytes_read")) << n.dump();
+  auto big = run_lms("plan --model mlp --batch 128 --budget 1GiB --device-model h100-pcie5 --json --profile " + profile);
+  ASSERT_EQ(big.status, 0) << big.err;
+  const double scaled = json_of(big, "plan at batch 128")["predicted_step_seconds"].get<double>();
+  EXPECT_GT(scaled, 1.5 * sum);
+  EXPECT_LT(scaled, 4 * sum);
 
   expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --profile " + profile), "needs --device-model",
                         "profile alone");
@@ -138,6 +146,9 @@ TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {
   std::ofstream(bad) << "{\"nodes\": [{\"name\": \"x\"}]}";
   expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --device-model h100-pcie5 --profile " + bad),
                         "non-negative \"seconds\"", "bad profile");
+  std::ofstream(bad) << "{\"nodes\": [{\"name\": \"x\", \"seconds\": 1, \"flops\": -1}]}";
+  expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --device-model h100-pcie5 --profile " + bad),
+                        "non-negative \"flops\"", "bad work");
   expect_one_error_line(run_lms("profile --model mlp --device reference"), "output", "no -o");
   expect_one_error_line(run_lms("profile --model mlp --device reference --copy-bytes 2 -o " + bad), "--copy-bytes",
                         "copy tensor too small");

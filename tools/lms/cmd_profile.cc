@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "lms/analysis/stats.h"
 #include "lms/ir/builder.h"
 #include "lms/runtime/backend_registry.h"
 #include "lms/runtime/executor.h"
@@ -121,9 +122,13 @@ Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
   for (NodeId n : pg.node_ids()) {
     const Node& node = pg.node(n);
     if (node.outputs.empty() || pg.def(n).traits.source) continue;
+    const Cost cost = node_cost(pg, node);  // the work measured, so that plans at other sizes can scale it
     nodes.push_back({{"name", pg.value(node.outputs.front()).name},
                      {"op", std::string(pg.def(n).name)},
-                     {"seconds", median(times[n.v])}});
+                     {"seconds", median(times[n.v])},
+                     {"flops", cost.flops},
+                     {"bytes_read", cost.bytes_read},
+                     {"bytes_written", cost.bytes_written}});
   }
   j["nodes"] = std::move(nodes);
   if (*copy_bytes > 0) j["copies"] = LMS_TRY(copy_rates(c, *copy_bytes));
@@ -159,7 +164,18 @@ Result<MeasuredProfile> read_profile(const std::string& path) {
     if (!n.is_object() || !n.contains("name") || !n["name"].is_string() || !n.contains("seconds") ||
         !n["seconds"].is_number() || n["seconds"].get<double>() < 0)
       return fail("{}: a node entry needs \"name\" and a non-negative \"seconds\": {}", path, n.dump());
-    p.nodes[n["name"].get<std::string>()] = n["seconds"].get<double>();
+    MeasuredNode& node = p.nodes[n["name"].get<std::string>()];
+    node.seconds = n["seconds"].get<double>();
+    if (n.contains("flops") || n.contains("bytes_read") || n.contains("bytes_written")) {
+      auto count = [&](const char* key) {
+        return n.contains(key) && n[key].is_number() ? n[key].get<double>() : -1.0;
+      };
+      const double flops = count("flops"), read = count("bytes_read"), written = count("bytes_written");
+      if (flops < 0 || read < 0 || written < 0)
+        return fail("{}: a node entry with work needs non-negative \"flops\", \"bytes_read\" and "
+                    "\"bytes_written\": {}", path, n.dump());
+      node.cost = Cost{flops, static_cast<int64_t>(read), static_cast<int64_t>(written)};
+    }
   }
   if (j.contains("copies")) {
     const auto& r = j["copies"];

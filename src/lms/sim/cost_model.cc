@@ -1,4 +1,4 @@
-// The roofline cost model (sim/cost_model.h): one op_cost call per node.
+// The roofline cost model (sim/cost_model.h): one op_cost call per node; measured times, scaled to the node's size.
 #include "lms/sim/cost_model.h"
 
 #include <algorithm>
@@ -17,13 +17,10 @@ DType compute_dtype(const Graph& g, const Node& n) {
   return n.outputs.empty() ? DType::f32 : g.value(n.outputs.front()).type.dtype;
 }
 
-}  // namespace
-
-double op_seconds(const Graph& g, NodeId id, const DeviceModel& m) {
-  const Node& n = g.node(id);
+// The roofline's seconds for node n doing the work `c`.
+double roofline_seconds(const Graph& g, const Node& n, const Cost& c, const DeviceModel& m) {
   const OpDef& def = op_def(n.op);
   if (def.traits.source) return 0;
-  const Cost c = node_cost(g, n);
   if (def.traits.is_copy) {
     const double rate = def.output_placement == Placement::host ? m.d2h_bytes_per_s : m.h2d_bytes_per_s;
     return m.copy_latency_s + static_cast<double>(c.bytes_written) / rate;
@@ -33,13 +30,35 @@ double op_seconds(const Graph& g, NodeId id, const DeviceModel& m) {
   return m.launch_overhead_s + std::max(compute_s, memory_s);
 }
 
+// A measured time for node n: as measured when its work then is unknown or the same as now, else the part
+// above the launch overhead scaled by the roofline's ratio of now to then.
+double scaled(const Graph& g, const Node& n, const MeasuredNode& measured, const DeviceModel& m) {
+  if (!measured.cost) return measured.seconds;
+  const Cost now = node_cost(g, n), &then = *measured.cost;
+  if (now.flops == then.flops && now.bytes_read == then.bytes_read && now.bytes_written == then.bytes_written)
+    return measured.seconds;
+  const double launch = op_def(n.op).traits.is_copy ? m.copy_latency_s : m.launch_overhead_s;
+  const double work_now = roofline_seconds(g, n, now, m) - launch;
+  const double work_then = roofline_seconds(g, n, then, m) - launch;
+  if (work_then <= 0) return measured.seconds;
+  return launch + std::max(0.0, measured.seconds - launch) * (work_now / work_then);
+}
+
+}  // namespace
+
+double op_seconds(const Graph& g, NodeId id, const DeviceModel& m) {
+  const Node& n = g.node(id);
+  return roofline_seconds(g, n, node_cost(g, n), m);
+}
+
+
 std::vector<double> op_times(const Graph& g, const DeviceModel& m, const MeasuredTimes* measured) {
   std::vector<double> times(g.num_nodes());
   for (uint32_t i = 0; i < g.num_nodes(); ++i) {
     const Node& n = g.node(NodeId{i});
     if (measured && !n.outputs.empty())
       if (auto it = measured->find(g.value(n.outputs.front()).name); it != measured->end()) {
-        times[i] = it->second;
+        times[i] = scaled(g, n, it->second, m);
         continue;
       }
     times[i] = op_seconds(g, NodeId{i}, m);

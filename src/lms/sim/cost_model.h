@@ -6,9 +6,13 @@
 // (input, param, state, constant) takes 0. Precondition: the graph's types are inferred (built or parsed and
 // verified) and the model's rates are positive. It does not model overlap between streams or contention
 // for memory bandwidth (the time simulator's job), kernel efficiency below peak, or fusion.
-// Measured times (`lms profile`, by node name) override the roofline for the nodes they name.
+// Measured times (`lms profile`, by node name) override the roofline for the nodes they name; a profile that
+// recorded each node's work (flops and bytes) also predicts the same graph at another size (batch, resolution):
+// the measured time above the launch overhead scales with the roofline's, so each node keeps its measured
+// efficiency.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,11 +25,17 @@ namespace lms {
 // Predicted seconds for node `n` of `g` on `m`.
 double op_seconds(const Graph& g, NodeId n, const DeviceModel& m);
 
-// Measured seconds by node, the node named by its first output (`lms profile` writes them).
-using MeasuredTimes = std::unordered_map<std::string, double>;
+// A node's measured time, with the work the roofline counted for it then (absent: used as is, at any size).
+struct MeasuredNode {
+  double seconds = 0;
+  std::optional<Cost> cost;  // flops and bytes when measured
+};
 
-// Seconds for every node, indexed by NodeId: the measured time where `measured` names the node, else
-// op_seconds.
+// Measured nodes by name, each named by its first output (`lms profile` writes them).
+using MeasuredTimes = std::unordered_map<std::string, MeasuredNode>;
+
+// Seconds for every node, indexed by NodeId: where `measured` names the node, the measured time (scaled as
+// above when the node's work differs from the recorded one), else op_seconds.
 std::vector<double> op_times(const Graph& g, const DeviceModel& m, const MeasuredTimes* measured = nullptr);
 
 }  // namespace lms
