@@ -6,11 +6,13 @@
 # It (1) builds with CUDA and without oneDNN and ONNX, (2) runs the whole test suite there (the cross-backend op
 # table on cuda, the swap and recompute invariance on cuda, cuda training against the reference), (3) trains
 # resnet18 a few steps with none, tflms and auto under a small budget and compares the losses bit for bit with an
-# unconstrained run, (4) benchmarks resnet50 224x224 f32 training at a 16 GiB budget: max batch and samples/s per
-# strategy, against PyTorch capped at the same memory, plain and with save_on_cpu (bench/torch_capped.py), and
-# the host<->device copy bandwidth each way (PyTorch's pinned copies, and LMS's own swap path: lms profile). Full results go to gpu-check-out/ and, packed, to $OUT (at most 8
-# files come back from a device run: summary.txt, tests.log, results.tgz); a short table is printed last. Each stage has a time limit so the whole stays under about 8 minutes; a stage that fails or runs
-# out of time is reported in the table, and the script goes on.
+# unconstrained run, (4) profiles resnet50 at batch 64 (node times; LMS's own copy rates through its pinned host
+# arena and copy streams), (5) benchmarks resnet50 224x224 f32 training at a 16 GiB budget: max batch and
+# samples/s per strategy (auto planning with that profile), against PyTorch capped at the same memory, plain and
+# with save_on_cpu (bench/torch_capped.py, which also measures PyTorch's pinned copy bandwidth each way). Full
+# results go to gpu-check-out/ and, packed, to $OUT (at most 8 files come back from a device run: summary.txt,
+# tests.log, results.tgz); a short table is printed last. Each stage has a time limit so the whole stays under
+# about 8 minutes; a stage that fails or runs out of time is reported in the table, and the script goes on.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=$PWD/gpu-check-out
@@ -122,15 +124,19 @@ print(" ".join(f"{k}: max batch {v['max_batch']} at {v['samples_per_second_at_ma
 EOF
 ) ($(elapsed))"
 
-# --- LMS's own copy rates: lms profile swaps 1 GiB out and in through the cuda backend's pinned host arena ----
-have_time 60 && timeout 30 "$lms" profile --device cuda --model mlp --steps 3 --copy-bytes 1GiB \
-  -o "$out/profile_mlp.json" >"$out/profile_mlp.txt" 2>&1
-note "lms copies: $(python3 -c "import json;c=json.load(open('$out/profile_mlp.json'))['copies'];print(f\"d2h {c['d2h_bytes_per_s']/1e9:.1f} GB/s, h2d {c['h2d_bytes_per_s']/1e9:.1f} GB/s (1 GiB, pinned host arena, copy streams)\")" 2>/dev/null || echo "FAILED ($(tail -1 "$out/profile_mlp.txt"))") ($(elapsed))"
+# --- lms profile: resnet50's node times at batch 64 on this GPU, and LMS's own copy rates (1 GiB swapped out ---
+# --- and in through the cuda backend's pinned host arena and copy streams); auto plans with them below ----------
+have_time 60 && timeout 45 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
+  --copy-bytes 1GiB -o "$out/profile_r50.json" >"$out/profile_r50.txt" 2>&1
+note "lms profile: $(python3 -c "import json;p=json.load(open('$out/profile_r50.json'));c=p['copies'];print(f\"resnet50 b64 step {p['step_seconds']:.4f} s; copies d2h {c['d2h_bytes_per_s']/1e9:.1f} GB/s, h2d {c['h2d_bytes_per_s']/1e9:.1f} GB/s (1 GiB, pinned host arena, copy streams)\")" 2>/dev/null || echo "FAILED ($(tail -1 "$out/profile_r50.txt"))") ($(elapsed))"
+profile=()
+[ -s "$out/profile_r50.json" ] && profile=(--profile "$out/profile_r50.json")
 
-# --- LMS resnet50 at 16 GiB: max batch per strategy, samples/s -----------------------------------------------
+# --- LMS resnet50 at 16 GiB: max batch per strategy, samples/s (auto plans with the measured profile) -------
 r50=(--model resnet50 --image 224 --device cuda --budget 16GiB)
+strategy_args() { if [ "$1" = auto ]; then echo --strategy auto "${profile[@]}"; else echo --strategy "$1"; fi; }
 for s in auto tflms none; do
-  have_time 60 && timeout 60 "$lms" maxbatch "${r50[@]}" --strategy "$s" --json >"$out/r50_maxbatch_$s.json" 2>"$out/r50_maxbatch_$s.err"
+  have_time 60 && timeout 60 "$lms" maxbatch "${r50[@]}" $(strategy_args "$s") --json >"$out/r50_maxbatch_$s.json" 2>"$out/r50_maxbatch_$s.err"
 done
 batches() {  # the batches each strategy trains at: its max, PyTorch plain's max, and 4x that
   python3 - "$out" "$1" "${torch_plain:-0}" <<'EOF'
@@ -149,7 +155,7 @@ EOF
 for s in auto tflms none; do
   for b in $(batches "$s"); do
     # up to 75 s: at the largest batches pinning the host arena (tens of GiB) alone takes a while
-    have_time 60 && timeout 75 "$lms" train "${r50[@]}" --strategy "$s" --batch "$b" --steps 3 --json \
+    have_time 60 && timeout 75 "$lms" train "${r50[@]}" $(strategy_args "$s") --batch "$b" --steps 3 --json \
       >"$out/r50_${s}_b$b.json" 2>"$out/r50_${s}_b$b.err"
   done
 done
@@ -160,7 +166,8 @@ try:
     torch = json.load(open(f"{out}/torch.json"))["modes"]
 except Exception:
     torch = {}
-lines = ["resnet50 224 f32 at 16 GiB (samples/s = median of steps after the first):"]
+lines = ["resnet50 224 f32 at 16 GiB (samples/s = median of steps after the first; auto planned with the b64 "
+         "profile when it was measured):"]
 tp_sps = (torch.get("plain") or {}).get("samples_per_second_at_max")
 for s in ("none", "tflms", "auto"):
     try:
