@@ -479,18 +479,73 @@ Result<AutoResult> realize(const Graph& scheduled, const std::vector<Candidate>&
   return r;
 }
 
+// The swapped candidate whose prefetches the compute stream waits for longest in `r`'s simulation (each wait of a
+// compute node charged to the swap-in among its dependencies that ended last), among those not yet tried that
+// can be recomputed without cloning a producer that another recomputation clones; -1: none waits.
+int most_waited_for_swap(const Graph& scheduled, const std::vector<Candidate>& cands, const AutoResult& r,
+                         const std::vector<bool>& tried) {
+  const Graph& g = r.graph;
+  std::vector<double> waited(cands.size(), 0);
+  std::vector<int> candidate_of(scheduled.num_values(), -1);
+  for (size_t i = 0; i < cands.size(); ++i) candidate_of[cands[i].value.v] = static_cast<int>(i);
+  double free_at = 0;
+  for (NodeId n : g.node_ids()) {
+    if (stream_for(g, n) != StreamId::compute) continue;
+    const double wait = r.sim.start[n.v] - free_at;
+    free_at = r.sim.end[n.v];
+    if (wait <= 0) continue;
+    NodeId last;
+    auto consider = [&](NodeId d) {
+      if (!last.valid() || r.sim.end[d.v] > r.sim.end[last.v]) last = d;
+    };
+    for (ValueId v : g.node(n).inputs) consider(g.value(v).producer);
+    for (NodeId d : g.node(n).control_inputs) consider(d);
+    if (!last.valid() || g.node(last).op != Op::swap_in) continue;
+    const ValueId swapped = g.node(g.value(g.node(last).inputs[0]).producer).inputs[0];  // swap_in <- swap_out <- v
+    const auto v = scheduled.find_value(g.value(swapped).name);
+    if (v && candidate_of[v->v] >= 0) waited[candidate_of[v->v]] += wait;
+  }
+  std::vector<int> cloned(scheduled.num_nodes(), 0);  // producers recomputed already
+  for (const Candidate& c : cands)
+    if (c.state == State::recompute)
+      for (ValueId v : c.chain) cloned[scheduled.value(v).producer.v] = 1;
+  int best = -1;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const Candidate& c = cands[i];
+    if (tried[i] || c.state != State::swap || !c.recomputable || waited[i] <= 0) continue;
+    bool free = true;
+    for (ValueId v : c.chain) free = free && !cloned[scheduled.value(v).producer.v];
+    if (free && (best < 0 || waited[i] > waited[static_cast<size_t>(best)])) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+// Note [Auto refinement]
+// The greedy prices a swap by the copy queues at one peak; the simulation of the plan it built shows where the
+// compute stream actually waits for prefetches (at the end of the backward pass, queued behind each other, when
+// memory there made their triggers late). So when the portfolio's fastest plan mixes swaps and recomputations
+// and its compute stream waits more than `refine_min_wait` of its step, up to `refine_steps` times: pin the
+// swapped value the compute stream waits for longest as a recomputation, run that greedy again around the pins
+// (it frees elsewhere what the recomputation costs in memory), and keep the pin when that plan fits and is
+// predicted faster.
+
 // One greedy mix with retries: the greedy to a target, the rewrite, the exact plan; a plan over the budget
 // lowers the target by its excess (and a step) and tries again, until it fits, the greedy cannot reach its
 // target, or max_rounds.
+// `pinned`: candidates recomputed before the greedy starts (Note [Auto refinement]); `chosen`, when given,
+// receives the choices of a plan that fits.
 Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const std::vector<Candidate>& candidates,
-                            const std::vector<int64_t>& live0,
-                            const ExactPlanner& exact, const AutoOptions& o,
-                            Mix mix) {
+                            const std::vector<int64_t>& live0, const ExactPlanner& exact, const AutoOptions& o,
+                            Mix mix, const std::vector<int>& pinned = {}, std::vector<Candidate>* chosen = nullptr) {
   AutoResult best;
   int64_t target = o.budget_bytes, reached_target = -1;
   for (int round = 1; round <= o.max_rounds; ++round) {
     std::vector<Candidate> cands = candidates;  // the greedy marks its choices on its copy
     Greedy greedy(scheduled, tl, o, cands, live0, mix);
+    for (int i : pinned) {
+      cands[static_cast<size_t>(i)].seconds = cands[static_cast<size_t>(i)].recompute_seconds;
+      greedy.choose_recompute(cands[static_cast<size_t>(i)]);
+    }
     const bool reached = greedy.run(target);
     AutoResult r = LMS_TRY(realize(scheduled, cands, exact, o));
     // A plan that fits: the same choices with holds, full length, else half length, when that fits and is
@@ -502,7 +557,10 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
       if (held.fits) break;
     }
     r.rounds = round;
-    if (r.fits) return r;
+    if (r.fits) {
+      if (chosen) *chosen = std::move(cands);
+      return r;
+    }
     if (r.memory.device_arena_bytes <= o.budget_bytes) {
       r.why = Error{fmt::format("does not fit the host: the plan needs {} of host memory for swapped tensors, the "
                                 "host budget is {}",
@@ -549,13 +607,42 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
   const std::vector<int64_t> live0 = live_bytes(lv, Placement::device);
   const std::vector<Candidate> candidates = find_candidates(scheduled, tl, o);
   std::optional<AutoResult> best;
+  std::vector<Candidate> best_choices;
+  Mix best_mix = Mix::both;
   int rounds = 0;
   for (Mix mix : {Mix::both, Mix::swap_only, Mix::recompute_only, Mix::both_strict}) {
     if (mix == Mix::both_strict && best->fits) break;
-    AutoResult r = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, mix));
+    std::vector<Candidate> chosen;
+    AutoResult r = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, mix, {}, &chosen));
     rounds += r.rounds;
     // The fastest that fits; else the first mix's (its reason); ties keep the earlier mix.
-    if (!best || (r.fits && (!best->fits || r.sim.step_seconds < best->sim.step_seconds))) best = std::move(r);
+    if (!best || (r.fits && (!best->fits || r.sim.step_seconds < best->sim.step_seconds))) {
+      best = std::move(r);
+      best_choices = std::move(chosen);
+      best_mix = mix;
+    }
+  }
+  // Note [Auto refinement]: when the fastest plan mixes swaps and recomputations and waits for copies.
+  const double waiting = best->sim.stall_seconds[static_cast<size_t>(StreamId::compute)];
+  if (best->fits && (best_mix == Mix::both || best_mix == Mix::both_strict) &&
+      waiting > o.refine_min_wait * best->sim.step_seconds) {
+    std::vector<int> pinned;
+    std::vector<bool> tried(candidates.size(), false);
+    for (int step = 0; step < o.refine_steps; ++step) {
+      const int i = most_waited_for_swap(scheduled, best_choices, *best, tried);
+      if (i < 0) break;
+      tried[static_cast<size_t>(i)] = true;
+      pinned.push_back(i);
+      std::vector<Candidate> chosen;
+      AutoResult t = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, best_mix, pinned, &chosen));
+      rounds += t.rounds;
+      if (t.fits && t.sim.step_seconds < best->sim.step_seconds) {
+        best = std::move(t);
+        best_choices = std::move(chosen);
+      } else {
+        pinned.pop_back();
+      }
+    }
   }
   best->rounds = rounds;
   return std::move(*best);

@@ -37,6 +37,9 @@ struct AutoOptions {
   int max_rounds = 8;               // exact plans tried; each retry lowers the estimate's target
   double retry_step = 0.005;        // each retry lowers the target by the exact plan's excess plus this
                                     // fraction of the budget, so rounds make progress on tiny excesses
+  int refine_steps = 4;             // swaps the simulation shows compute waiting for that are tried as
+                                    // recomputations instead, once a plan fits (Note [Auto refinement])
+  double refine_min_wait = 0.02;    // ... when compute waits for copies more than this fraction of the step
   int max_chain = 4;                // most ops recomputed together for one value (through values no backward
                                     // op reads, e.g. batch_norm before relu)
 };
