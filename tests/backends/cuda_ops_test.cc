@@ -136,6 +136,28 @@ TEST(CudaOwnKernelsOnHost, BadLabelsAndIdsAreFlagged) {
 }
 
 // A workspace one byte short is refused before anything runs, naming the op and both sizes.
+// The strided kernels' index walk: on uint32 (every index fits 32 bits, the dispatcher's `narrow`) and on
+// int64 the same offsets, and those of a plain row-major decomposition. The op table's tensors are all narrow,
+// so this is where the int64 walk is checked.
+TEST(CudaOwnKernelsOnHost, NarrowAndWideIndexWalksAgree) {
+  cuda::Strided g;
+  g.rank = 3;
+  const int64_t shape[3] = {5, 7, 3}, sa[3] = {1, 15, 5}, sb[3] = {0, 3, 1};  // a transposed, b broadcast
+  for (int d = 0; d < 3; ++d) g.shape[d] = shape[d], g.a[d] = sa[d], g.b[d] = sb[d];
+  for (int64_t i = 0; i < 5 * 7 * 3; ++i) {
+    const int64_t i0 = i / 21, i1 = (i / 3) % 7, i2 = i % 3;
+    int64_t wide_a, wide_b, narrow_a, narrow_b;
+    g.narrow = false;
+    g.offsets(i, wide_a, wide_b);
+    g.narrow = true;
+    g.offsets(i, narrow_a, narrow_b);
+    EXPECT_EQ(wide_a, i0 * 1 + i1 * 15 + i2 * 5) << i;
+    EXPECT_EQ(wide_b, i1 * 3 + i2) << i;
+    EXPECT_EQ(narrow_a, wide_a) << i;
+    EXPECT_EQ(narrow_b, wide_b) << i;
+  }
+}
+
 TEST(CudaOwnKernelsOnHost, TooSmallWorkspaceIsAnError) {
   const OpCase c{"ce_grad", Op::cross_entropy_grad, {{}, {8, 10}, Ids({8}, 10)}, {}};
   int32_t status = 0;

@@ -131,6 +131,7 @@ Result<Strided> strided(const Args& a, const Shape& shape, const std::vector<int
     g.b[g.rank] = sb[d];
     ++g.rank;
   }
+  g.narrow = reference::product(shape, 0, shape.size()) <= int64_t{UINT32_MAX};
   return g;
 }
 

@@ -32,6 +32,7 @@ enum StatusCode : int32_t { kStatusOk = 0, kStatusBadId = 1, kStatusBadLabel = 2
 // A row-major index space of up to kMaxDims dimensions and two stride sets over it (elements, not bytes).
 struct Strided {
   int rank = 0;
+  bool narrow = false;       // every index fits 32 bits: the divisions run on uint32 (several times cheaper)
   int64_t shape[kMaxDims] = {};
   int64_t a[kMaxDims] = {};  // strides of operand a (0 along broadcast dimensions)
   int64_t b[kMaxDims] = {};  // strides of operand b
@@ -42,11 +43,20 @@ struct Strided {
       ob = i * b[0];
       return;
     }
+    if (narrow) {
+      walk(static_cast<uint32_t>(i), oa, ob);
+    } else {
+      walk(i, oa, ob);
+    }
+  }
+  template <class I>
+  LMS_HD void walk(I i, int64_t& oa, int64_t& ob) const {
     oa = 0;
     ob = 0;
     for (int d = rank - 1; d >= 0; --d) {
-      const int64_t idx = i % shape[d];
-      i /= shape[d];
+      const I n = static_cast<I>(shape[d]);
+      const int64_t idx = static_cast<int64_t>(i % n);
+      i /= n;
       oa += idx * a[d];
       ob += idx * b[d];
     }
