@@ -319,6 +319,12 @@ struct PoolWindows {
     }
     return best;
   }
+  // The coordinates (c0, c1, c2) of row-major offset `at` in a plane of sizes `dims`.
+  LMS_HD static void coords(int64_t at, const int64_t (&dims)[3], int64_t& c0, int64_t& c1, int64_t& c2) {
+    c2 = at % dims[2];
+    c1 = (at / dims[2]) % dims[1];
+    c0 = at / (dims[2] * dims[1]);
+  }
   // Input position (i0, i1, i2)'s place in output (o0, o1, o2)'s window, row-major over k.
   LMS_HD int64_t window_position(int64_t i0, int64_t i1, int64_t i2, int64_t o0, int64_t o1, int64_t o2) const {
     return ((i0 - (o0 * stride[0] - pad[0])) * k[1] + (i1 - (o1 * stride[1] - pad[1]))) * k[2] +
@@ -342,9 +348,9 @@ struct PoolWindows {
   // i (over all planes) and each output of its plane whose window holds it, in ascending output order.
   template <class F>
   LMS_HD void for_covering(int64_t i, F&& f) const {
-    const int64_t plane = i / in_plane(), at = i % in_plane();
-    const int64_t i2 = at % in[2], i1 = (at / in[2]) % in[1], i0 = at / (in[2] * in[1]);
-    int64_t f0, l0, f1, l1, f2, l2;
+    const int64_t plane = i / in_plane();
+    int64_t i0, i1, i2, f0, l0, f1, l1, f2, l2;
+    coords(i % in_plane(), in, i0, i1, i2);
     covering(0, i0, f0, l0);
     covering(1, i1, f1, l1);
     covering(2, i2, f2, l2);
@@ -363,14 +369,15 @@ struct MaxPoolArgmax {
   uint8_t* pos;
   PoolWindows w;
   LMS_HD void operator()(int64_t j) const {
-    const int64_t plane = j / w.out_plane(), o = j % w.out_plane();
-    const int64_t o2 = o % w.out[2], o1 = (o / w.out[2]) % w.out[1], o0 = o / (w.out[2] * w.out[1]);
+    const int64_t plane = j / w.out_plane();
+    int64_t o0, o1, o2, b0, b1, b2;
+    PoolWindows::coords(j % w.out_plane(), w.out, o0, o1, o2);
     const int64_t best = w.argmax(x + plane * w.in_plane(), o0, o1, o2);
     if (best < 0) {
       pos[j] = kNoWindowPosition;
       return;
     }
-    const int64_t b2 = best % w.in[2], b1 = (best / w.in[2]) % w.in[1], b0 = best / (w.in[2] * w.in[1]);
+    PoolWindows::coords(best, w.in, b0, b1, b2);
     pos[j] = static_cast<uint8_t>(w.window_position(b0, b1, b2, o0, o1, o2));
   }
   static constexpr uint8_t kNoWindowPosition = 255;
@@ -386,8 +393,8 @@ struct MaxPoolGradByPosition {
   T* dx;
   PoolWindows w;
   LMS_HD void operator()(int64_t i) const {
-    const int64_t at = i % w.in_plane();
-    const int64_t i2 = at % w.in[2], i1 = (at / w.in[2]) % w.in[1], i0 = at / (w.in[2] * w.in[1]);
+    int64_t i0, i1, i2;
+    PoolWindows::coords(i % w.in_plane(), w.in, i0, i1, i2);
     double acc = 0;
     w.for_covering(i, [&](int64_t, int64_t out_base, int64_t o, int64_t o0, int64_t o1, int64_t o2) {
       if (pos[out_base + o] == w.window_position(i0, i1, i2, o0, o1, o2))
