@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -248,6 +249,45 @@ TEST(PlanCommand, AutoReportsItsChoicesAndPlotsThreePlans) {
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("auto            took "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("costliest"), std::string::npos) << text.out;
+}
+
+TEST(PlanCommand, TraceOfThePredictedStep) {
+  auto none = json_of(run_lms(std::string("plan ") + kGpt + " --budget 1GiB --json"), "none");
+  const auto peak = none["peak_bytes"].get<int64_t>(), hard = none["min_budget_bytes"].get<int64_t>();
+  const std::string path = (testing::temp_dir() / "plan_trace.json").string();
+  auto r = run_lms(std::string("plan ") + kGpt + " --strategy tflms --budget " + std::to_string(hard + (peak - hard) / 3) +
+                   " --device-model h100-pcie5 --json --trace " + path);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto plan = json_of(r, "tflms");
+  const auto step = plan["predicted_step_seconds"].get<double>();
+  ASSERT_GT(plan["swapped_tensors"].get<int>(), 0) << "the case exercises the copy streams";
+  const auto trace = nlohmann::json::parse(testing::slurp(path));
+  double end = 0;
+  size_t slices = 0;
+  int64_t device_max = 0, host_max = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      EXPECT_EQ(e["args"]["name"], "lms plan: tflms predicted on h100-pcie5");
+    }
+    if (e["ph"] == "C") {
+      (e["name"] == "device memory" ? device_max : host_max) =
+          std::max(e["name"] == "device memory" ? device_max : host_max, e["args"]["bytes"].get<int64_t>());
+    }
+    if (e["ph"] != "X") continue;
+    ++slices;
+    end = std::max(end, e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  EXPECT_GT(slices, 10u);
+  EXPECT_NEAR(end, step * 1e6, 1.0) << "the last slice ends with the predicted step";
+  EXPECT_LE(device_max, plan["peak_bytes"].get<int64_t>()) << "never more in use than the planned arena";
+  EXPECT_GT(device_max, plan["param_bytes"].get<int64_t>());
+  EXPECT_LE(host_max, plan["host_bytes"].get<int64_t>());
+  EXPECT_GT(host_max, 0);
+  // A prediction needs a device model: one error line, nothing written.
+  const std::string none_path = (testing::temp_dir() / "plan_trace_none.json").string();
+  expect_one_error_line(run_lms(std::string("plan ") + kGpt + " --budget 1GiB --trace " + none_path), "device model",
+                        "--trace without --device-model");
+  EXPECT_FALSE(std::filesystem::exists(none_path));
 }
 
 bool plan_fits(const std::string& args) {

@@ -1,5 +1,5 @@
 // `lms plan (FILE | --model NAME ...) --budget SIZE [--strategy none|tflms|auto] [--device D] [--device-model M]
-// [--profile P] [--plot F.svg] [--json]`: the pre-flight report. Plans the training step without running it and
+// [--profile P] [--plot F.svg] [--trace F.json] [--json]`: the pre-flight report. Plans the training step without running it and
 // says whether it fits the budget: the planned peak with the strategy and without any, the hard minimum,
 // parameter bytes, host bytes, bytes swapped each way, FLOPs recomputed, for tflms the parameters chosen (and
 // with --verbose every parameter set the search simulated), for auto which plan it took and the tensors that
@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "lms/sim/predicted_trace.h"
 #include "lms/sim/time_sim.h"
 #include "planning.h"
 #include "plot.h"
@@ -178,6 +179,8 @@ int run(const PlanArgs& a) {
   auto opts = planning_options(a, backend);
   if (!opts) return report(opts.error());
   const std::optional<DeviceModel>& model = opts->device_model;
+  if (!a.trace.empty() && !model)
+    return report(Error{"--trace: a predicted trace needs a device model (--device-model)", {}});
   std::optional<MeasuredTimes> measured;
   if (!opts->measured.empty()) measured = opts->measured;
   auto plan = try_plan(*g, *opts);
@@ -191,6 +194,13 @@ int run(const PlanArgs& a) {
   if (!a.plot.empty()) {
     auto w = write_plot(a, *g, *opts, *plan, pred, measured ? &*measured : nullptr);
     if (!w) return report(w.error());
+  }
+  if (!a.trace.empty()) {
+    auto trace = predicted_trace(plan->graph, plan->memory, pred->sim,
+                                 fmt::format("lms plan: {} predicted on {}", strategy_name(plan->strategy),
+                                             pred->model.name));
+    if (!trace) return report(trace.error());
+    if (auto w = trace->write(a.trace); !w) return report(w.error());
   }
   if (a.json) {
     fmt::print("{}\n", plan_json(*plan, pred).dump(2));
@@ -209,7 +219,7 @@ void add_plan_command(CLI::App& root, int& exit_code) {
   CLI::App* sub = root.add_subcommand(
       "plan", "Plan a training step under a budget without running it: does it fit, peak with and without LMS.");
   add_plan_options(sub, *a, /*with_file=*/true);
-  add_plot_option(sub, *a);
+  add_picture_options(sub, *a);
   sub->callback([a, &exit_code] { exit_code = run(*a); });
 }
 

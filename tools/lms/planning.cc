@@ -20,10 +20,13 @@ void add_plan_options(CLI::App* app, PlanArgs& a, bool with_file) {
   app->add_flag("--json", a.json, "Print one JSON object instead of text");
 }
 
-void add_plot_option(CLI::App* app, PlanArgs& a) {
+void add_picture_options(CLI::App* app, PlanArgs& a) {
   app->add_option("--plot", a.plot,
                   "Write an SVG of device memory over one step: this plan, strategy none's (and tflms's for auto), "
                   "the budget, the swaps and recomputations");
+  app->add_option("--trace", a.trace,
+                  "Write the predicted step on the device model as a Chrome trace (Perfetto), in the format of "
+                  "`lms train --trace`: every node on its stream at its predicted time, planned bytes in use");
 }
 
 Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model) {

@@ -28,13 +28,14 @@ struct PlanArgs {
   StrategyArgs strategy;
   std::string device;  // --device: include this backend's kernel workspaces (empty: none)
   std::string plot;          // --plot FILE.svg: device memory over the step, this plan and strategy none's
+  std::string trace;         // --trace FILE: the predicted step as a Chrome trace (needs a device model)
   bool json = false;
 };
 
 // Adds FILE, the model options, --train, the strategy options (--budget required), --device and --json.
 void add_plan_options(CLI::App* app, PlanArgs& args, bool with_file);
-// Adds --plot (lms plan).
-void add_plot_option(CLI::App* app, PlanArgs& args);
+// Adds --plot and --trace (lms plan).
+void add_picture_options(CLI::App* app, PlanArgs& args);
 
 // The graph to plan: FILE as given (a training graph, or a forward graph with --train), or --model's forward
 // graph made a training graph with --train (default momentum).

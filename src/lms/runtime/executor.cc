@@ -12,19 +12,6 @@
 
 namespace lms {
 
-namespace {
-
-// A node's name in the trace: its output values' names ("node #N" for a node without outputs).
-std::string trace_name(const Graph& g, NodeId n) {
-  const Node& node = g.node(n);
-  if (node.outputs.empty()) return fmt::format("node #{}", n.v);
-  std::string name;
-  for (ValueId v : node.outputs) name += (name.empty() ? "" : ", ") + g.value(v).name;
-  return name;
-}
-
-}  // namespace
-
 Result<Executor> Executor::create(const Program& program, Backend& backend, ExecutorOptions opts) {
   if (opts.measure_touched) LMS_TRY_VOID(check_program_races(program));
   LMS_TRY_VOID(backend.allocate_arenas(program.device_arena_bytes(), program.host_arena_bytes()));
@@ -221,7 +208,7 @@ Result<StepResult> Executor::step(std::span<const Feed> feeds, TraceWriter* trac
     for (NodeId n : g.node_ids()) {
       if (times->start[n.v] == TraceWriter::Clock::time_point{}) continue;  // not run (a source on cpu)
       if (trace)
-        trace->complete(trace_name(g, n), std::string(op_name(g.node(n).op)), n.v, program_->stream(n),
+        trace->complete(trace_node_name(g, n), std::string(op_name(g.node(n).op)), n.v, program_->stream(n),
                         times->start[n.v], times->end[n.v]);
       if (opts_.time_nodes)
         r.node_seconds[n.v] = std::chrono::duration<double>(times->end[n.v] - times->start[n.v]).count();

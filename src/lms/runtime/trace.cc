@@ -10,8 +10,6 @@ namespace lms {
 
 namespace {
 
-constexpr const char* kProcessName = "lms train";
-
 // A JSON string literal: quotes, backslashes and control characters escaped.
 std::string json_string(std::string_view s) {
   std::string out = "\"";
@@ -45,6 +43,14 @@ std::string metadata(std::string_view what, int tid, std::string_view name) {
 }
 
 }  // namespace
+
+std::string trace_node_name(const Graph& g, NodeId n) {
+  const Node& node = g.node(n);
+  if (node.outputs.empty()) return fmt::format("node #{}", n.v);
+  std::string name;
+  for (ValueId v : node.outputs) name += (name.empty() ? "" : ", ") + g.value(v).name;
+  return name;
+}
 
 int64_t TraceWriter::nanos(Clock::time_point t) const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t - origin_).count();
@@ -85,7 +91,7 @@ std::string TraceWriter::json() const {
   std::stable_sort(order.begin(), order.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
 
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  out += metadata("process_name", 0, kProcessName);
+  out += metadata("process_name", 0, process_);
   for (int s = 0; s < kNumStreams; ++s) {
     const StreamId stream = static_cast<StreamId>(s);
     const std::string track = std::string(stream_name(stream)) + (stream == StreamId::compute ? "" : " copy");

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "lms/ir/graph.h"
 #include "lms/runtime/backend.h"
 #include "lms/support/error.h"
 
@@ -28,8 +29,9 @@ class TraceWriter {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Timestamps are microseconds since `origin` (the trace's zero).
-  explicit TraceWriter(Clock::time_point origin = Clock::now()) : origin_(origin) {}
+  // Timestamps are microseconds since `origin` (the trace's zero); `process` names the trace's one process.
+  explicit TraceWriter(Clock::time_point origin = Clock::now(), std::string process = "lms train")
+      : origin_(origin), process_(std::move(process)) {}
 
   // The training step the following events belong to (0-based; written into every event's args).
   void set_step(int64_t step) { step_ = step; }
@@ -61,9 +63,13 @@ class TraceWriter {
   int64_t nanos(Clock::time_point t) const;
 
   Clock::time_point origin_;
+  std::string process_;
   int64_t step_ = 0;
   std::vector<Event> events_;
 };
+
+// A node's name in a trace: its output values' names, comma-separated ("node #N" for a node without outputs).
+std::string trace_node_name(const Graph& g, NodeId n);
 
 // Checks that `path` can be written, before anything runs, by creating (or truncating) it: a run that trains
 // for an hour must not fail at the end on a typo. Error names the path and the reason.
