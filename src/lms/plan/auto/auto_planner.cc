@@ -342,6 +342,32 @@ struct Greedy {
     return any;
   }
 
+  // After the moves: the host-to-device stream copies in node order, so a prefetch triggered after one that is
+  // needed later waits behind that whole copy. Each prefetch whose trigger comes after the trigger of one needed
+  // later moves up to that trigger (the swap pass puts the prefetches one node triggers in the order of their
+  // readers), where the estimate has room for its bytes under the target; earliest deadline first is the order
+  // in which a queue of copies makes its readers wait least (Note [Auto estimate]).
+  // True when it moved any.
+  bool order_prefetches() {
+    std::vector<int> order = swapped;  // latest first reader first
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return std::pair{cands[a].bwd_first, cands[a].producer} > std::pair{cands[b].bwd_first, cands[b].producer};
+    });
+    int ahead = INT32_MAX;  // the earliest trigger of a prefetch needed later than the current one
+    bool moved = false;
+    for (int i : order) {
+      Candidate& c = cands[i];
+      if (ahead < c.trigger && ahead >= c.hold &&
+          *std::max_element(live.begin() + ahead + 1, live.begin() + c.trigger + 1) + c.bytes <= target) {
+        c.trigger = ahead;
+        free_over(c, c.hold + 1, c.trigger);
+        moved = true;
+      }
+      ahead = std::min(ahead, c.trigger);
+    }
+    return moved;
+  }
+
   // Runs until live[] <= target or no move frees bytes at the peak; true when it reached the target.
   bool run(int64_t target) {
     this->target = target;
@@ -548,6 +574,21 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
     }
     const bool reached = greedy.run(target);
     AutoResult r = LMS_TRY(realize(scheduled, cands, exact, o));
+    // A plan that fits: the same choices with the prefetches in deadline order, when that fits and is faster
+    // (Greedy::order_prefetches; earlier prefetches cost memory, which at the edge of capacity may not fit).
+    if (r.fits) {
+      const std::vector<Candidate> unordered = cands;
+      const std::vector<int64_t> live = greedy.live;
+      if (greedy.order_prefetches()) {
+        AutoResult ordered = LMS_TRY(realize(scheduled, cands, exact, o, /*search=*/false));
+        if (ordered.fits && ordered.sim.step_seconds < r.sim.step_seconds) {
+          r = std::move(ordered);
+        } else {
+          cands = unordered;
+          greedy.live = live;
+        }
+      }
+    }
     // A plan that fits: the same choices with holds, full length, else half length, when that fits and is
     // faster (Note [Auto holds]).
     for (double share : {1.0, 0.5}) {
