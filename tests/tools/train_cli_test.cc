@@ -58,6 +58,21 @@ TEST(TrainCommand, JsonHasEveryKey) {
   EXPECT_EQ(fits["budget_bytes"], peak);
 }
 
+// With a device model the report gives the step time predicted before running: the step `lms plan` predicts for
+// the same plan; without one, null.
+TEST(TrainCommand, ReportsThePredictedStepWithADeviceModel) {
+  nlohmann::json j = parse_json(lms(std::string(kSmall) + " --steps 2 --device-model h100-pcie5 --json"));
+  ASSERT_TRUE(j["predicted_step_seconds"].is_number()) << j.dump();
+  EXPECT_GT(j["predicted_step_seconds"].get<double>(), 0);
+  EXPECT_EQ(j["device_model"], "h100-pcie5");
+  nlohmann::json plan = parse_json(lms("plan --model mlp --hidden 16 --batch 8 --device reference --budget 1GiB "
+                                       "--device-model h100-pcie5 --json"));
+  EXPECT_DOUBLE_EQ(j["predicted_step_seconds"].get<double>(), plan["predicted_step_seconds"].get<double>());
+  nlohmann::json without = parse_json(lms(std::string(kSmall) + " --steps 1 --json"));
+  EXPECT_TRUE(without["predicted_step_seconds"].is_null());
+  EXPECT_FALSE(without.contains("device_model"));
+}
+
 TEST(TrainCommand, BudgetBelowPlannedPeakFailsBeforeRunning) {
   nlohmann::json j = parse_json(lms(std::string(kSmall) + " --steps 1 --json"));
   int64_t peak = j["planned_peak_bytes"];

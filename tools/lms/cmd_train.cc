@@ -107,6 +107,9 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
   j["swap_out_bytes"] = r.swap_out_bytes;
   j["swap_in_bytes"] = r.swap_in_bytes;
   j["step_seconds_median"] = r.step_seconds_median;
+  j["predicted_step_seconds"] =
+      r.predicted_step_seconds ? nlohmann::ordered_json(*r.predicted_step_seconds) : nlohmann::ordered_json();
+  if (r.predicted_step_seconds) j["device_model"] = r.device_model;
   j["step_seconds"] = r.step_seconds;
   j["samples_per_second"] = r.samples_per_second;
   if (r.test_accuracy) j["test_accuracy"] = *r.test_accuracy;
@@ -156,7 +159,12 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
     fmt::print("  plan           {}: LMS not needed (peak without LMS {} fits)\n", c.planning.strategy,
                format_bytes(r.peak_bytes_none));
   }
-  fmt::print("  step time      {:.3g} ms median, {:.0f} samples/s\n", r.step_seconds_median * 1e3, r.samples_per_second);
+  // Milliseconds to 3 significant digits, without an exponent for long steps.
+  auto ms = [](double s) { return s >= 1 ? fmt::format("{:.0f}", s * 1e3) : fmt::format("{:.3g}", s * 1e3); };
+  fmt::print("  step time      {} ms median, {:.0f} samples/s{}\n", ms(r.step_seconds_median), r.samples_per_second,
+             r.predicted_step_seconds
+                 ? fmt::format(" (predicted {} ms on {})", ms(*r.predicted_step_seconds), r.device_model)
+                 : std::string());
   if (r.test_accuracy) fmt::print("  test accuracy  {:.4f} ({} samples)\n", *r.test_accuracy, r.test_samples);
   if (!c.save.empty()) fmt::print("  saved          {}\n", c.save);
   if (!c.trace.empty()) fmt::print("  trace          {}\n", c.trace);

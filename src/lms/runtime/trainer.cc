@@ -8,6 +8,7 @@
 #include "lms/runtime/evaluate.h"
 #include "lms/runtime/executor.h"
 #include "lms/runtime/program.h"
+#include "lms/sim/time_sim.h"
 
 namespace lms {
 
@@ -96,6 +97,13 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   rep.recomputed_tensors = plan.recomputed_tensors;
   rep.recompute_flops = plan.recompute_flops;
   rep.auto_source = plan.auto_source;
+  rep.predicted_step_seconds = plan.predicted_step_seconds;
+  if (opts.device_model && !rep.predicted_step_seconds)
+    rep.predicted_step_seconds =
+        LMS_TRY(simulate_time(plan.graph, *opts.device_model, opts.measured.empty() ? nullptr : &opts.measured,
+                              &plan.memory))
+            .step_seconds;
+  if (opts.device_model) rep.device_model = opts.device_model->name;
   Program program = LMS_TRY(build_program(std::move(plan.graph), std::move(plan.memory)));
   const Graph& g = program.graph();
   ValueId x = LMS_TRY(named_input(g, kInputName));

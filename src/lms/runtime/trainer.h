@@ -31,7 +31,8 @@ struct TrainOptions {
   Strategy strategy = Strategy::none;        // how the plan fits the budget (plan/strategy.h)
   std::optional<TflmsParams> tflms;          // tflms: use these parameters instead of searching
   std::function<void(const TflmsTrial&)> on_trial;  // tflms: every parameter set the search simulates
-  std::optional<DeviceModel> device_model;   // auto: the device it plans for (required by auto)
+  std::optional<DeviceModel> device_model;   // auto: the device it plans for (required by auto); any strategy:
+                                             // the device the report's predicted step time is for
   MeasuredTimes measured;                    // auto: measured node times overriding the roofline
   TrainingOptions training;                  // optimizer and batch-norm statistics
   std::optional<int64_t> steps;              // run exactly this many steps, or
@@ -86,6 +87,9 @@ struct TrainReport {
   int64_t recomputed_tensors = 0;   // auto: values recomputed for their backward readers
   double recompute_flops = 0;       // auto: FLOPs run again per step
   std::string auto_source;          // auto: which plan it took (strategy.h Plan::auto_source)
+  std::optional<double> predicted_step_seconds;  // with a device model: the plan's step predicted on it before
+                                                 // running (three-stream simulation, measured node times given)
+  std::string device_model;                      // ... the device model's name
   double step_seconds_median = 0;
   double samples_per_second = 0;           // batch * steps / the sum of step times
   std::optional<double> test_accuracy;     // with `evaluate`
