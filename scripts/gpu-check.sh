@@ -9,7 +9,8 @@
 # unconstrained run, (4) profiles resnet50 at batch 64 (node times; LMS's own copy rates through its pinned host
 # arena and copy streams), (5) benchmarks resnet50 224x224 f32 training at a 16 GiB budget: max batch and
 # samples/s per strategy (auto planning with that profile), against PyTorch capped at the same memory, plain and
-# with save_on_cpu (bench/torch_capped.py, which also measures PyTorch's pinned copy bandwidth each way). Full
+# with save_on_cpu (bench/torch_capped.py, which also measures PyTorch's pinned copy bandwidth each way); auto's
+# runs write a measured trace beside the predicted one (lms plan --trace) and the summary gives both rates. Full
 # results go to gpu-check-out/ and, packed, to $OUT (at most 8 files come back from a device run: summary.txt,
 # tests.log, results.tgz); a short table is printed last. Each stage has a time limit so the whole stays under
 # about 8 minutes; a stage that fails or runs out of time is reported in the table, and the script goes on.
@@ -48,7 +49,11 @@ fi
 # through LD_LIBRARY_PATH).
 cudnn_root=""
 if [ ! -f /usr/local/cuda/include/cudnn.h ]; then
-  cudnn_root=$(python3 -c "import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))" 2>/dev/null)
+  # the folder holding include/cudnn.h among Python's site-packages (nvidia/cudnn in the wheels; found by search
+  # rather than by import, since the package may be a namespace package without __file__)
+  header=$(find $(python3 -c "import site; print(' '.join(site.getsitepackages()))" 2>/dev/null) \
+    -path '*include/cudnn.h' 2>/dev/null | head -1)
+  [ -n "$header" ] && cudnn_root=$(dirname "$(dirname "$header")")
 fi
 if [ -n "$cudnn_root" ]; then
   export CUDNN_ROOT=$cudnn_root LD_LIBRARY_PATH=$cudnn_root/lib:${LD_LIBRARY_PATH:-}
@@ -135,6 +140,8 @@ profile=()
 # --- LMS resnet50 at 16 GiB: max batch per strategy, samples/s (auto plans with the measured profile) -------
 r50=(--model resnet50 --image 224 --device cuda --budget 16GiB)
 strategy_args() { if [ "$1" = auto ]; then echo --strategy auto "${profile[@]}"; else echo --strategy "$1"; fi; }
+# train: every strategy's run also reports the step predicted before it (on h200-pcie5 with the measured profile)
+train_args() { if [ "$1" = auto ]; then strategy_args auto; else echo --strategy "$1" --device-model h200-pcie5 "${profile[@]}"; fi; }
 for s in auto tflms none; do
   have_time 60 && timeout 60 "$lms" maxbatch "${r50[@]}" $(strategy_args "$s") --json >"$out/r50_maxbatch_$s.json" 2>"$out/r50_maxbatch_$s.err"
 done
@@ -154,20 +161,26 @@ EOF
 }
 for s in auto tflms none; do
   for b in $(batches "$s"); do
+    # auto's runs also write a trace, and its plan's predicted trace (lms plan --trace) goes beside it, to compare
+    # prediction and measurement node by node in Perfetto
+    trace=()
+    [ "$s" = auto ] && trace=(--trace "$out/r50_auto_b$b.trace.json")
     # up to 75 s: at the largest batches pinning the host arena (tens of GiB) alone takes a while
-    have_time 60 && timeout 75 "$lms" train "${r50[@]}" $(strategy_args "$s") --batch "$b" --steps 3 --json \
-      >"$out/r50_${s}_b$b.json" 2>"$out/r50_${s}_b$b.err"
+    have_time 60 && timeout 75 "$lms" train "${r50[@]}" $(train_args "$s") --batch "$b" --steps 4 --json \
+      "${trace[@]}" >"$out/r50_${s}_b$b.json" 2>"$out/r50_${s}_b$b.err"
+    [ "$s" = auto ] && have_time 40 && timeout 30 "$lms" plan "${r50[@]}" $(strategy_args "$s") --batch "$b" \
+      --trace "$out/r50_auto_b$b.predicted.json" >"$out/r50_auto_b$b.plan.txt" 2>&1
   done
 done
 note "$(python3 - "$out" "${torch_plain:-0}" <<'EOF'
-import glob, json, re, sys
+import glob, json, re, statistics, sys
 out, tp = sys.argv[1], int(sys.argv[2])
 try:
     torch = json.load(open(f"{out}/torch.json"))["modes"]
 except Exception:
     torch = {}
-lines = ["resnet50 224 f32 at 16 GiB (samples/s = median of steps after the first; auto planned with the b64 "
-         "profile when it was measured):"]
+lines = ["resnet50 224 f32 at 16 GiB (samples/s: batch / the median step after the first; predicted on h200-pcie5 "
+         "with the b64 profile when it was measured, which auto also plans with):"]
 tp_sps = (torch.get("plain") or {}).get("samples_per_second_at_max")
 for s in ("none", "tflms", "auto"):
     try:
@@ -177,11 +190,17 @@ for s in ("none", "tflms", "auto"):
         lines.append(f"  lms {s}: maxbatch FAILED ({err[-1] if err else 'no output'})"); continue
     runs = []
     for f in sorted(glob.glob(f"{out}/r50_{s}_b*.json")):
-        b = int(re.search(r"_b(\d+)\.json", f).group(1))
+        m = re.search(r"_b(\d+)\.json$", f)
+        if not m:  # the plan's and the traces' files beside the run's
+            continue
+        b = int(m.group(1))
         try:
-            r = json.load(open(f)); runs.append(f"b{b} {r['samples_per_second']:.1f}/s")
+            r = json.load(open(f)); run = f"b{b} {b / statistics.median(r['step_seconds'][1:]):.1f}/s"
         except Exception:
-            runs.append(f"b{b} FAILED")
+            runs.append(f"b{b} FAILED"); continue
+        if r.get("predicted_step_seconds"):
+            run += f" (predicted {b / r['predicted_step_seconds']:.1f}/s)"
+        runs.append(run)
     lines.append(f"  lms {s}: max batch {mb}; " + ", ".join(runs))
 for k, v in torch.items():
     lines.append(f"  pytorch {k}: max batch {v['max_batch']}; {v['samples_per_second_at_max']}/s at it")
