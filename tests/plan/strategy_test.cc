@@ -17,20 +17,25 @@
 namespace lms {
 namespace {
 
-// resnet18 with the small stem at 32x32, batch 16, momentum: big enough that swapping has room to work.
-Graph resnet_training() {
-  ModelOptions mo;
-  mo.batch = 16;
-  mo.image = {32};
-  mo.classes = 10;
-  mo.small_stem = true;
-  auto fwd = build_model("resnet18", mo);
+// The training graph of a model with momentum SGD.
+Graph momentum_training(std::string_view model, const ModelOptions& mo) {
+  auto fwd = build_model(model, mo);
   EXPECT_TRUE(fwd.has_value()) << fwd.error().str();
   TrainingOptions t;
   t.optimizer.kind = OptimizerKind::momentum;
   auto tr = build_training_graph(*fwd, t);
   EXPECT_TRUE(tr.has_value()) << tr.error().str();
   return std::move(*tr);
+}
+
+// resnet18 with the small stem at 32x32, batch 16: big enough that swapping has room to work.
+Graph resnet_training() {
+  ModelOptions mo;
+  mo.batch = 16;
+  mo.image = {32};
+  mo.classes = 10;
+  mo.small_stem = true;
+  return momentum_training("resnet18", mo);
 }
 
 const Graph& training() {
@@ -263,13 +268,7 @@ TEST(Strategy, AutoHoldsTheSpaceOfSwappedValuesWhileTheirCopiesRun) {
 TEST(Strategy, AutoQueuesItsPrefetchesEarliestDeadlineFirst) {
   ModelOptions mo;
   mo.batch = 796;
-  auto fwd = build_model("resnet50", mo);
-  ASSERT_TRUE(fwd.has_value()) << fwd.error().str();
-  TrainingOptions t;
-  t.optimizer.kind = OptimizerKind::momentum;
-  auto tr = build_training_graph(*fwd, t);
-  ASSERT_TRUE(tr.has_value()) << tr.error().str();
-  auto p = try_plan(*tr, auto_options("h200-pcie5", int64_t{16} << 30));
+  auto p = try_plan(momentum_training("resnet50", mo), auto_options("h200-pcie5", int64_t{16} << 30));
   ASSERT_TRUE(p.has_value()) << p.error().str();
   ASSERT_TRUE(p->fits);
   const Graph& g = p->graph;
