@@ -129,11 +129,8 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
   const size_t original = g.num_nodes();
   // Where the new nodes go in node order: swap_outs right after their producer (or hold), triggered swap_ins right
   // after their trigger (after the swap_outs there, which one of them may read), untriggered ones right before the
-  // first late reader. Each list is in value-id order (the creation order), except that the swap_ins one node
-  // triggers are in the order of their first late readers: the host-to-device stream copies in node order, and
-  // earliest deadline first is the order in which a queue of copies makes its readers wait least.
+  // first late reader. Each list is in value-id order (the creation order).
   std::vector<std::vector<NodeId>> outs_after(original), ins_after(original), ins_before(original);
-  std::vector<NodeId> first_reader;  // by NodeId - original: the first late reader of a new swap_in
   SwapStats stats;
   for (const Checked& k : chosen) {
     const ValueId v = k.value;
@@ -157,8 +154,6 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
     if (k.trigger.valid()) {
       g.add_control_input(in, k.trigger);
       ins_after[k.trigger.v].push_back(in);
-      first_reader.resize(in.v - original + 1);
-      first_reader[in.v - original] = readers.front();
       stats.triggered += 1;
     } else {
       ins_before[readers.front().v].push_back(in);
@@ -168,12 +163,8 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
     stats.bytes_each_way += type.bytes();
   }
 
-  for (size_t i = 0; i < original; ++i) {  // after a node: its swap_outs, then the swap_ins it triggers
-    std::stable_sort(ins_after[i].begin(), ins_after[i].end(), [&](NodeId a, NodeId b) {
-      return first_reader[a.v - original] < first_reader[b.v - original];
-    });
+  for (size_t i = 0; i < original; ++i)  // after a node: its swap_outs, then the swap_ins it triggers
     outs_after[i].insert(outs_after[i].end(), ins_after[i].begin(), ins_after[i].end());
-  }
   LMS_TRY_VOID(place_new_nodes(g, original, ins_before, outs_after, "swap"));
   return stats;
 }

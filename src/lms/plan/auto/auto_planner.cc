@@ -344,10 +344,9 @@ struct Greedy {
 
   // After the moves: the host-to-device stream copies in node order, so a prefetch triggered after one that is
   // needed later waits behind that whole copy. Each prefetch whose trigger comes after the trigger of one needed
-  // later moves up to that trigger (the swap pass puts the prefetches one node triggers in the order of their
-  // readers), where the estimate has room for its bytes under the target; earliest deadline first is the order
-  // in which a queue of copies makes its readers wait least (Note [Auto estimate]).
-  // True when it moved any.
+  // later moves up to the node before that trigger, where the estimate has room for its bytes under the target;
+  // earliest deadline first is the order in which a queue of copies makes its readers wait least (Note [Auto
+  // estimate]). True when it moved any.
   bool order_prefetches() {
     std::vector<int> order = swapped;  // latest first reader first
     std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -357,9 +356,10 @@ struct Greedy {
     bool moved = false;
     for (int i : order) {
       Candidate& c = cands[i];
-      if (ahead < c.trigger && ahead >= c.hold &&
-          *std::max_element(live.begin() + ahead + 1, live.begin() + c.trigger + 1) + c.bytes <= target) {
-        c.trigger = ahead;
+      const int before = ahead - 1;  // a prefetch triggered by the same node would follow in value order
+      if (before < c.trigger && before >= c.hold &&
+          *std::max_element(live.begin() + before + 1, live.begin() + c.trigger + 1) + c.bytes <= target) {
+        c.trigger = before;
         free_over(c, c.hold + 1, c.trigger);
         moved = true;
       }
