@@ -1,12 +1,13 @@
 // `lms plan (FILE | --model NAME ...) --budget SIZE [--strategy none|tflms|auto] [--device D] [--device-model M]
-// [--profile P] [--plot F.svg] [--trace F.json] [--json]`: the pre-flight report. Plans the training step without running it and
-// says whether it fits the budget: the planned peak with the strategy and without any, the hard minimum,
-// parameter bytes, host bytes, bytes swapped each way, FLOPs recomputed, for tflms the parameters chosen (and
-// with --verbose every parameter set the search simulated), for auto which plan it took and the tensors that
-// cost most; with a device model (--device-model, or auto's default) the step time the plan predicts on that
-// device (roofline or profiled op times, three-stream time simulation with the plan's buffer-reuse waits) and
-// the time lost waiting for copies. A plan that does not fit prints its report (fits: false) and exits 1 with
-// the reason as the one error line.
+// [--profile P] [--plot F.svg] [--trace F.json] [--json]`: the pre-flight report. Plans the training step without
+// running it and says whether it fits the budget: the planned peak with the strategy and without any, the hard
+// minimum, parameter bytes, host bytes, bytes swapped each way, FLOPs recomputed, for tflms the parameters chosen
+// (and with --verbose every parameter set the search simulated), for auto which plan it took and the tensors that
+// cost most; with a device model (--device-model, or auto's default) the step time the plan predicts on that device
+// (roofline or profiled op times, three-stream time simulation with the plan's buffer-reuse waits) and the time lost
+// waiting for copies; --plot draws memory over the step, --trace writes the predicted step as a Chrome trace
+// (sim/predicted_trace.h). A plan that does not fit prints its report (fits: false) and exits 1 with the reason as
+// the one error line.
 #include <algorithm>
 #include <memory>
 #include <optional>
