@@ -182,12 +182,14 @@ except Exception:
 lines = ["resnet50 224 f32 at 16 GiB (samples/s: batch / the median step after the first; predicted on h200-pcie5 "
          "with the b64 profile when it was measured, which auto also plans with):"]
 tp_sps = (torch.get("plain") or {}).get("samples_per_second_at_max")
+rates, max_batch = {}, {}  # measured samples/s by (strategy, batch); max batch by strategy
 for s in ("none", "tflms", "auto"):
     try:
         mb = json.load(open(f"{out}/r50_maxbatch_{s}.json"))["max_batch"]
     except Exception:
         err = open(f"{out}/r50_maxbatch_{s}.err").read().strip().splitlines()
         lines.append(f"  lms {s}: maxbatch FAILED ({err[-1] if err else 'no output'})"); continue
+    max_batch[s] = mb
     runs = []
     for f in sorted(glob.glob(f"{out}/r50_{s}_b*.json")):
         m = re.search(r"_b(\d+)\.json$", f)
@@ -195,7 +197,8 @@ for s in ("none", "tflms", "auto"):
             continue
         b = int(m.group(1))
         try:
-            r = json.load(open(f)); run = f"b{b} {b / statistics.median(r['step_seconds'][1:]):.1f}/s"
+            r = json.load(open(f)); rates[s, b] = b / statistics.median(r['step_seconds'][1:])
+            run = f"b{b} {rates[s, b]:.1f}/s"
         except Exception:
             runs.append(f"b{b} FAILED"); continue
         if r.get("predicted_step_seconds"):
@@ -205,8 +208,19 @@ for s in ("none", "tflms", "auto"):
 for k, v in torch.items():
     lines.append(f"  pytorch {k}: max batch {v['max_batch']}; {v['samples_per_second_at_max']}/s at it")
 if tp:
-    lines.append(f"  goals: lms auto max batch >= 5x pytorch plain's ({5 * tp}); at 4x ({4 * tp}) >= 0.8 x {tp_sps}/s;"
-                 f" at {tp} >= 0.9 x {tp_sps}/s")
+    def verdict(ok):
+        return "met" if ok else "NOT met"
+    goals = [f"auto max batch {max_batch.get('auto', 'FAILED')} >= 5x pytorch plain's {tp} ({5 * tp}): "
+             + verdict(max_batch.get("auto", 0) >= 5 * tp)]
+    for mult, share in ((4, 0.8), (1, 0.9)):
+        b = mult * tp
+        if not isinstance(tp_sps, (int, float)) or ("auto", b) not in rates:
+            goals.append(f"auto at b{b} >= {share} x pytorch plain's samples/s: not measured")
+        else:
+            ratio = rates["auto", b] / tp_sps
+            goals.append(f"auto at b{b} {rates['auto', b]:.1f}/s = {ratio:.3f} x pytorch plain's {tp_sps}/s at b{tp} "
+                         f"(goal >= {share}): {verdict(ratio >= share)}")
+    lines.append("  goals: " + "; ".join(goals))
 print("\n".join(lines))
 EOF
 ) ($(elapsed))"
