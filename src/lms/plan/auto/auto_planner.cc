@@ -64,8 +64,9 @@ namespace {
 
 enum class State : uint8_t { keep, swap, recompute };
 
-// Which moves a greedy run may make. Each run is a deterministic greedy; plan_auto runs the first three and
-// keeps the fastest plan that fits (Note [Auto portfolio]). `both_strict`, run only when none of them fits,
+// Which moves a greedy run may make. Each run is a deterministic greedy; plan_auto runs both, swap_only and
+// recompute_only (both_cascade too when both misses the budget) and keeps the fastest plan that fits (Note [Auto
+// portfolio]). `both_strict`, run only when none of them fits,
 // recomputes only where the estimate at the clone's place stays under the target and never turns a swap into
 // a recomputation: slower plans, but at the edge of capacity fewer clones live together late in the backward
 // pass. `both_cascade` is `both` with the cascading estimate of clone positions (Note [Auto portfolio]).
@@ -290,18 +291,16 @@ struct Greedy {
       w.trigger = swap_trigger(w);
       free_over(w, w.fwd_end + 1, w.trigger);
     } else if (w.state == State::recompute && recompute_at(w) < w.bwd_first) {
-      if (mix != Mix::both_cascade) {
-        w.bwd_first = recompute_at(w);
-        free_over(w, w.fwd_end + 1, w.bwd_first - 1);
-        return;
-      }
-      // Its clones move earlier, with their other outputs, and so must what they read (recursively: a chain of
-      // recomputations all runs before the first of them is read; Note [Auto portfolio]).
-      add(w.bwd_first, w.bwd_first, -transient(w));
+      // Cascading: its clones move earlier with their other outputs, and so must what they read (recursively: a
+      // chain of recomputations all runs before the first of them is read; Note [Auto portfolio]).
+      const bool cascade = mix == Mix::both_cascade;
+      if (cascade) add(w.bwd_first, w.bwd_first, -transient(w));
       w.bwd_first = recompute_at(w);
       free_over(w, w.fwd_end + 1, w.bwd_first - 1);
-      add(w.bwd_first, w.bwd_first, transient(w));
-      clone_inputs_read(w);
+      if (cascade) {
+        add(w.bwd_first, w.bwd_first, transient(w));
+        clone_inputs_read(w);
+      }
     }
   }
   // The inputs `c`'s clones read that they do not clone themselves are read at c.bwd_first.
