@@ -2,9 +2,10 @@
 // backend. Each backend's op test (cpu_ops_test.cc, cuda_ops_test.cc) runs every case as a one-node Program
 // through the Executor and as a direct kernel call, against the reference backend with the same random inputs.
 // Forward cases expand into their gradients (gradient_cases): a convolution into conv_backward_data and
-// conv_backward_filter, a plain matmul into its two transposed matmuls, a pooling into max_pool_grad or
-// avg_pool_grad, a norm into its grad, relu/gelu/softmax into theirs. Outputs are compared by the norm-wise
-// relative error max|got - ref| / max|ref|: the reference accumulates in double and rounds once; a library
+// conv_backward_filter, a plain matmul into its two transposed matmuls, a max pooling into max_pool_grad,
+// max_pool_argmax and max_pool_grad_by_argmax, an average pooling into avg_pool_grad, a norm into its grad,
+// relu/gelu/softmax into theirs. Outputs are compared by the norm-wise relative error max|got - ref| / max|ref|:
+// the reference accumulates in double and rounds once; a library
 // computing in f32 in its own order is not expected to match bit for bit; 1e-5 is about a hundred f32 ulps at
 // the largest output. `tolerance` is the cpu backend's; each backend's test states its own where they differ.
 // A row with tolerance 0 must be bit-identical (pure data movement, the double-accumulating reductions, and the
@@ -230,6 +231,13 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
     grad.set("pad", L(c.attrs.get_ints("pad", IntList(rank, 0))));
     if (is_max_pool(c.op)) {
       g.push_back({n + ".grad", Op::max_pool_grad, {In(y), c.inputs[0]}, grad, tol});
+      // The argmax-pool pair: positions are exact; random positions (padding ones included: dropped) to scatter.
+      g.push_back({n + ".argmax", Op::max_pool_argmax, {c.inputs[0]}, grad, 0});
+      int64_t volume = 1;
+      for (int64_t k : kernel) volume *= k;
+      Attributes by_argmax = grad;
+      by_argmax.set("x_shape", L(x));
+      g.push_back({n + ".grad_by_argmax", Op::max_pool_grad_by_argmax, {In(y), Ids(y, volume)}, by_argmax, tol});
     } else {
       grad.set("count_include_pad", B(c.attrs.get_bool("count_include_pad", true)));
       grad.set("x_shape", L(x));

@@ -269,6 +269,26 @@ TEST(ShapePool, Normal) {
   EXPECT_TRUE(gives(infer(Op::global_avg_pool, {f16({2, 4, 3, 4, 5})}), {f16({2, 4})}));
 }
 
+// max_pool_argmax and max_pool_grad_by_argmax (the argmax-pool pass's pair): positions are i32 of the pooled
+// shape; the gradient checks its window against x_shape as max_pool_grad does against x.
+TEST(ShapePool, Argmax) {
+  const Attributes w = A({{"kernel", L({3, 3})}, {"stride", L({2, 2})}, {"pad", L({1, 1})}});
+  EXPECT_TRUE(gives(infer(Op::max_pool_argmax, {f32({2, 64, 112, 112})}, w), {i32({2, 64, 56, 56})}));
+  Attributes g = w;
+  g.set("x_shape", L({2, 64, 112, 112}));
+  EXPECT_TRUE(gives(infer(Op::max_pool_grad_by_argmax, {f32({2, 64, 56, 56}), i32({2, 64, 56, 56})}, g),
+                    {f32({2, 64, 112, 112})}));
+  Attributes wrong_x = w;
+  wrong_x.set("x_shape", L({2, 64, 120, 112}));
+  expect_errors({
+      {Op::max_pool_argmax, {i32({1, 1, 8, 8})}, w, {"max_pool_argmax", "floating-point"}},
+      {Op::max_pool_argmax, {f32({1, 1, 8, 8})}, A({{"kernel", L({3, 3})}}), {"needs attribute 'stride'"}},
+      {Op::max_pool_grad_by_argmax, {f32({2, 64, 56, 56}), i64({2, 64, 56, 56})}, g, {"argmax must be i32"}},
+      {Op::max_pool_grad_by_argmax, {f32({2, 64, 56, 56}), i32({2, 64, 56, 55})}, g, {"argmax must be i32"}},
+      {Op::max_pool_grad_by_argmax, {f32({2, 64, 56, 56}), i32({2, 64, 56, 56})}, wrong_x, {"gives f32[2,64,60,56]"}},
+  });
+}
+
 TEST(ShapePool, Errors) {
   Types x{f32({1, 1, 8, 8})};
   expect_errors({

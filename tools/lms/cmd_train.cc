@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "common.h"
 #include "strategy_args.h"
+#include "train_args.h"
 #include "lms/autodiff/optimizer.h"
 #include "lms/io/npz.h"
 #include "lms/runtime/trainer.h"
@@ -42,6 +43,7 @@ struct TrainCmd {
   std::string optimizer = "momentum";
   double lr = 0, momentum = 0.9, weight_decay = 0;
   bool nesterov = false;
+  bool no_argmax_pool = false;
   std::string save, load;
   std::string trace;  // empty: no trace
   bool json = false;
@@ -90,6 +92,7 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   o.training.optimizer.momentum = c.momentum;
   o.training.optimizer.weight_decay = c.weight_decay;
   o.training.optimizer.nesterov = c.nesterov;
+  o.training.argmax_pool = !c.no_argmax_pool;
   o.data.kind = c.data;
   o.data.dir = c.data_dir;
   o.seed = c.seed;
@@ -260,6 +263,7 @@ void add_train_command(CLI::App& root, int& exit_code) {
   sub->add_option("--momentum", c->momentum, "Momentum factor (momentum optimizer)")->capture_default_str();
   sub->add_flag("--nesterov", c->nesterov, "Nesterov momentum (momentum optimizer)");
   sub->add_option("--weight-decay", c->weight_decay, "L2 penalty added to the gradient")->capture_default_str();
+  sub->add_flag("--no-argmax-pool", c->no_argmax_pool, kNoArgmaxPoolHelp);
   sub->add_option("--save", c->save, "Write the trained parameters and state to this .npz file");
   sub->add_option("--load", c->load, "Start from the parameters and state in this .npz file");
   sub->add_option("--trace", c->trace,

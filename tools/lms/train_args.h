@@ -19,7 +19,13 @@ struct TrainArgs {
   std::optional<double> lr;           // --lr (default: the optimizer's, optimizer.h)
   std::optional<double> momentum;     // --momentum (momentum only)
   std::optional<double> weight_decay;  // --weight-decay
+  bool no_argmax_pool = false;        // --no-argmax-pool: TrainingOptions::argmax_pool off
 };
+
+// The help of --no-argmax-pool (also a flag of `lms train`).
+inline constexpr const char* kNoArgmaxPoolHelp =
+    "Keep a relu-then-max-pool's relu output for the backward pass (as PyTorch does) instead of the pooling's "
+    "argmax positions (the argmax-pool pass; bit-identical results either way)";
 
 void add_train_options(CLI::App* app, TrainArgs& args);
 

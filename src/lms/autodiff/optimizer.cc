@@ -10,6 +10,7 @@
 #include "lms/autodiff/emit.h"
 #include "lms/ir/builder.h"
 #include "lms/ir/verifier.h"
+#include "lms/passes/argmax_pool.h"
 
 namespace lms {
 
@@ -143,6 +144,7 @@ Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& 
   if (opts.bn_running_stats)
     for (NodeId bn : batch_norms) LMS_TRY_VOID(add_running_update(g, bn));
   g.set_outputs({loss});
+  if (opts.argmax_pool) LMS_TRY(use_pool_argmax(g));  // renumbers nodes and values
   if (auto v = verify(g); !v) return wrap("training graph: internal: it does not verify", v.error());
   return g;
 }
@@ -159,6 +161,8 @@ std::vector<AttrSpec> training_option_specs() {
       {"beta2", AttrKind::Float, Attribute{d.beta2}, "Adam's second-moment decay"},
       {"eps", AttrKind::Float, Attribute{d.eps}, "Adam's denominator term"},
       {"bn_running_stats", AttrKind::Bool, Attribute{true}, "update batch norm running statistics"},
+      {"argmax_pool", AttrKind::Bool, Attribute{true},
+       "keep a relu-then-max-pool's argmax positions, not the relu's output, for the backward pass"},
   };
 }
 
@@ -177,6 +181,7 @@ Result<TrainingOptions> training_options_from(const Attributes& a) {
   o.beta2 = a.get_float("beta2", o.beta2);
   o.eps = a.get_float("eps", o.eps);
   t.bn_running_stats = a.get_bool("bn_running_stats", t.bn_running_stats);
+  t.argmax_pool = a.get_bool("argmax_pool", t.argmax_pool);
   LMS_TRY_VOID(check_optimizer_options(o));
   return t;
 }

@@ -1,5 +1,6 @@
 // The structural gradient ops autodiff emits: convolution data and filter gradients (any spatial rank),
-// batch-norm and layer-norm gradients, and max/avg pooling gradients. Their semantics follow PyTorch's
+// batch-norm and layer-norm gradients, max/avg pooling gradients, and the pair the argmax-pool pass puts in
+// max_pool_grad's place (max_pool_argmax in the forward pass, max_pool_grad_by_argmax). Their semantics follow PyTorch's
 // autograd (docs/autodiff.md, "Gradient ops"). Each shape rule checks its operands by re-running the forward
 // op's own shape rule on the shapes the gradient op is told about (x_shape, w_shape, the pooling window), so
 // a gradient op accepts exactly the configurations its forward op accepts and the two cannot drift apart. The
@@ -165,6 +166,32 @@ Result<std::vector<TensorType>> max_pool_grad_shape(const OpCall& c) {
   return std::vector<TensorType>{c.inputs[1]};
 }
 
+// (x) -> i32 positions of x's max pooling's shape.
+Result<std::vector<TensorType>> max_pool_argmax_shape(const OpCall& c) {
+  const TensorType& x = c.inputs[0];
+  if (!is_float(x.dtype)) return fail("{} needs a floating-point x, got {}", c.def.name, to_string(x));
+  const int rank = LMS_TRY(spatial_rank_of(c, "x", x.rank()));
+  Attributes a;
+  a.set("kernel", LMS_TRY(full_list(c, "kernel", rank)));
+  a.set("stride", LMS_TRY(full_list(c, "stride", rank)));
+  a.set("pad", LMS_TRY(full_list(c, "pad", rank)));
+  auto fwd = infer_types(pool_op_of_rank(false, rank), std::vector<TensorType>{x}, a);
+  if (!fwd) return fail("{}: the max pooling of x {} is invalid: {}", c.def.name, to_string(x), fwd.error().what);
+  return std::vector<TensorType>{TensorType{DType::i32, (*fwd)[0].shape}};
+}
+
+// (dy, argmax) -> dx of x_shape; argmax is i32 of dy's shape.
+Result<std::vector<TensorType>> max_pool_grad_by_argmax_shape(const OpCall& c) {
+  const TensorType &dy = c.inputs[0], &pos = c.inputs[1];
+  if (!is_float(dy.dtype)) return fail("{} needs a floating-point dy, got {}", c.def.name, to_string(dy));
+  if (pos != TensorType{DType::i32, dy.shape})
+    return fail("{} argmax must be i32 of dy's shape {}, got {}", c.def.name, to_string(TensorType{DType::i32, dy.shape}),
+                to_string(pos));
+  TensorType x{dy.dtype, c.ints("x_shape")};
+  LMS_TRY_VOID(check_pool_forward(c, false, x, dy));
+  return std::vector<TensorType>{x};
+}
+
 Result<std::vector<TensorType>> avg_pool_grad_shape(const OpCall& c) {
   TensorType x{c.inputs[0].dtype, c.ints("x_shape")};
   LMS_TRY_VOID(check_pool_forward(c, true, x, c.inputs[0]));
@@ -175,6 +202,19 @@ Cost pool_grad_cost(const OpCall& c, std::span<const TensorType> outs) {
   double window = 1;
   for (int64_t k : c.ints("kernel")) window *= static_cast<double>(k);
   return Cost{kPoolGradFlopsPerWindowElement * window * static_cast<double>(c.inputs[0].num_elements()),
+              total_bytes(c.inputs), total_bytes(outs)};
+}
+
+// max_pool_grad_by_argmax: one add per dy element, into the input element its argmax names.
+Cost max_pool_grad_by_argmax_cost(const OpCall& c, std::span<const TensorType> outs) {
+  return Cost{static_cast<double>(c.inputs[0].num_elements()), total_bytes(c.inputs), total_bytes(outs)};
+}
+
+// max_pool_argmax: one compare per window element, as max pooling.
+Cost max_pool_argmax_cost(const OpCall& c, std::span<const TensorType> outs) {
+  double window = 1;
+  for (int64_t k : c.ints("kernel")) window *= static_cast<double>(k);
+  return Cost{kPoolGradFlopsPerWindowElement * window * static_cast<double>(outs[0].num_elements()),
               total_bytes(c.inputs), total_bytes(outs)};
 }
 
@@ -243,6 +283,23 @@ void define_grad_ops(OpTable& t) {
     d.attrs = pool_grad_attrs();
     d.shape = max_pool_grad_shape;
     d.cost = pool_grad_cost;
+  }
+  {
+    OpDef& d = grad_op(t.define(Op::max_pool_argmax), {"x"}, {"argmax"},
+                       "where max_pool_grad would send each window's dy: the first maximum's position in its window, "
+                       "row-major over the kernel (padding positions counted), as i32 of the pooled shape");
+    d.attrs = pool_grad_attrs();
+    d.shape = max_pool_argmax_shape;
+    d.cost = max_pool_argmax_cost;
+  }
+  {
+    OpDef& d = grad_op(t.define(Op::max_pool_grad_by_argmax), {"dy", "argmax"}, {"dx"},
+                       "max_pool_grad from max_pool_argmax's positions instead of x: each dy element goes to the "
+                       "input element its position names (none for a position in padding or outside the window)");
+    d.attrs = pool_grad_attrs();
+    d.attrs.push_back({"x_shape", AttrKind::IntList, std::nullopt, "the full shape of the forward's x"});
+    d.shape = max_pool_grad_by_argmax_shape;
+    d.cost = max_pool_grad_by_argmax_cost;
   }
   {
     OpDef& d = grad_op(t.define(Op::avg_pool_grad), {"dy"}, {"dx"},

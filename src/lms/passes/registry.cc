@@ -5,6 +5,7 @@
 #include "lms/autodiff/optimizer.h"
 #include "lms/autodiff/passes.h"
 #include "lms/ir/verifier.h"
+#include "lms/passes/argmax_pool.h"
 #include "lms/passes/dce.h"
 #include "lms/passes/pass.h"
 #include "lms/passes/recompute.h"
@@ -33,6 +34,10 @@ const std::vector<PassInfo>& registry() {
        autodiff_pass_options(), run_autodiff_pass},
       {"train", "replaces the graph by its training graph: gradients, optimizer updates, running statistics",
        training_option_specs(), run_train_pass},
+      {"argmax-pool",
+       "keeps a relu-then-max-pool's argmax positions for the backward pass instead of the relu's output "
+       "(bit-identical gradients)",
+       {}, run_argmax_pool_pass},
       {"tflms-swap", "inserts TFLMS swap_out/swap_in pairs for tensors read far away (docs/tflms.md)",
        tflms_swap_options(), run_tflms_swap_pass},
       {"tflms-triggers", "adds each untriggered swap_in's TFLMS trigger edge and moves it after the trigger",

@@ -196,6 +196,8 @@ Result<KernelPtr> (*builder_of(Op op))(DnnlContext&, const KernelCall&) {
     case Op::avg_pool3d:
     case Op::max_pool_grad:
     case Op::avg_pool_grad: return build_pool;
+    case Op::max_pool_argmax:
+    case Op::max_pool_grad_by_argmax: return build_pool_argmax;
     case Op::constant:
     case Op::scale:
     case Op::reshape:

@@ -1,9 +1,10 @@
 // Pooling for the cpu backend (dnnl_util.h): max_pool1d/2d/3d and avg_pool1d/2d/3d forward on oneDNN
 // (pooling_max as forward_inference, so no workspace; pooling_avg_include_padding or _exclude_padding), and
-// avg_pool_grad on oneDNN's pooling backward. max_pool_grad is an OWN LOOP, not oneDNN: the op receives
-// (dy, x), not the forward's indices, and oneDNN's backward would need the forward's workspace, which means
-// rerunning the forward into scratch; the loop instead rescans each window for its first maximum (a NaN wins,
-// padding never does) exactly as the reference does, so ties (common after relu) go to the same element.
+// avg_pool_grad on oneDNN's pooling backward. max_pool_grad is an OWN LOOP, not oneDNN: the op receives (dy, x),
+// not the forward's indices, and oneDNN's backward would need the forward's workspace, which means rerunning the
+// forward into scratch; the loop instead rescans each window for its first maximum (a NaN wins, padding never
+// does) exactly as the reference does, so ties (common after relu) go to the same element. max_pool_argmax and
+// max_pool_grad_by_argmax are the same loop split in two (f32 with i32 positions).
 // Geometry follows PyTorch with ceil_mode off: stride defaults to the kernel, pad to zeros; oneDNN gets
 // symmetric padding, which its floor-division size check accepts. Declined (reference kernel): non-f32.
 #include <algorithm>
@@ -81,62 +82,102 @@ KernelPtr avg_pool_backward(DnnlContext& ctx, const KernelCall& call, const Pool
   return k;
 }
 
-// One spatial dimension of the max-pool-grad loop, padded to three like the reference (kernel_util.h).
+// One spatial dimension of the max-pool loops, padded to three like the reference (kernel_util.h).
 struct Axis {
   int64_t in = 1, out = 1, k = 1, stride = 1, pad = 0;
+  int64_t origin(int64_t o) const { return o * stride - pad; }  // the window's first position (may be padding)
 };
 
-// dx = 0, then each dy element is added to its window's first maximum (row-major window order; NaN wins).
-void max_pool_grad_loop(const std::array<Axis, 3>& a, int64_t planes, const float* dy, const float* x, float* dx) {
-  const int64_t in = a[0].in * a[1].in * a[2].in, out = a[0].out * a[1].out * a[2].out;
-  std::memset(dx, 0, static_cast<size_t>(planes * in) * sizeof(float));
+// Calls f(plane, output offset in the plane, od, oh, ow) for every pooled output, planes and outputs in order.
+template <class F>
+void for_each_output(const std::array<Axis, 3>& a, int64_t planes, F&& f) {
   for (int64_t p = 0; p < planes; ++p) {
-    const float* xp = x + p * in;
-    const float* dyp = dy + p * out;
-    float* dxp = dx + p * in;
     int64_t o = 0;
-    for (int64_t od = 0; od < a[0].out; ++od) {
-      const int64_t d0 = std::max<int64_t>(od * a[0].stride - a[0].pad, 0);
-      const int64_t d1 = std::min(od * a[0].stride - a[0].pad + a[0].k, a[0].in);
-      for (int64_t oh = 0; oh < a[1].out; ++oh) {
-        const int64_t h0 = std::max<int64_t>(oh * a[1].stride - a[1].pad, 0);
-        const int64_t h1 = std::min(oh * a[1].stride - a[1].pad + a[1].k, a[1].in);
-        for (int64_t ow = 0; ow < a[2].out; ++ow, ++o) {
-          const int64_t w0 = std::max<int64_t>(ow * a[2].stride - a[2].pad, 0);
-          const int64_t w1 = std::min(ow * a[2].stride - a[2].pad + a[2].k, a[2].in);
-          int64_t best = -1;
-          float b = 0;
-          for (int64_t id = d0; id < d1; ++id)
-            for (int64_t ih = h0; ih < h1; ++ih) {
-              const int64_t row = (id * a[1].in + ih) * a[2].in;
-              for (int64_t iw = w0; iw < w1; ++iw) {
-                const float v = xp[row + iw];
-                if (best < 0 || (!std::isnan(b) && (v > b || std::isnan(v)))) {
-                  best = row + iw;
-                  b = v;
-                }
-              }
-            }
-          if (best >= 0) dxp[best] += dyp[o];
-        }
-      }
-    }
+    for (int64_t od = 0; od < a[0].out; ++od)
+      for (int64_t oh = 0; oh < a[1].out; ++oh)
+        for (int64_t ow = 0; ow < a[2].out; ++ow, ++o) f(p, o, od, oh, ow);
   }
 }
 
-// (dy, x) -> dx.
-KernelPtr max_pool_backward(DnnlContext& ctx, const KernelCall& call, const PoolGeometry& g) {
-  const Shape &x = in_shape(call, 1), &y = in_shape(call, 0);
+// The input-plane offset of the first maximum of output (od, oh, ow)'s window over plane xp (row-major window
+// order; a NaN wins; padding never does); -1 for an empty window.
+int64_t window_max(const std::array<Axis, 3>& a, const float* xp, int64_t od, int64_t oh, int64_t ow) {
+  int64_t best = -1;
+  float b = 0;
+  for (int64_t id = std::max<int64_t>(a[0].origin(od), 0); id < std::min(a[0].origin(od) + a[0].k, a[0].in); ++id)
+    for (int64_t ih = std::max<int64_t>(a[1].origin(oh), 0); ih < std::min(a[1].origin(oh) + a[1].k, a[1].in);
+         ++ih) {
+      const int64_t row = (id * a[1].in + ih) * a[2].in;
+      for (int64_t iw = std::max<int64_t>(a[2].origin(ow), 0); iw < std::min(a[2].origin(ow) + a[2].k, a[2].in);
+           ++iw) {
+        const float v = xp[row + iw];
+        if (best < 0 || (!std::isnan(b) && (v > b || std::isnan(v)))) {
+          best = row + iw;
+          b = v;
+        }
+      }
+    }
+  return best;
+}
+
+// Window position (row-major over the kernel) <-> input-plane offset, for output (od, oh, ow); -1 where the
+// position is outside the window or in padding.
+int64_t position_of(const std::array<Axis, 3>& a, int64_t i, int64_t od, int64_t oh, int64_t ow) {
+  const int64_t iw = i % a[2].in, ih = (i / a[2].in) % a[1].in, id = i / (a[2].in * a[1].in);
+  return ((id - a[0].origin(od)) * a[1].k + (ih - a[1].origin(oh))) * a[2].k + (iw - a[2].origin(ow));
+}
+int64_t offset_of(const std::array<Axis, 3>& a, int64_t pos, int64_t od, int64_t oh, int64_t ow) {
+  if (pos < 0 || pos >= a[0].k * a[1].k * a[2].k) return -1;
+  const int64_t id = a[0].origin(od) + pos / (a[2].k * a[1].k), ih = a[1].origin(oh) + (pos / a[2].k) % a[1].k,
+                iw = a[2].origin(ow) + pos % a[2].k;
+  if (id < 0 || id >= a[0].in || ih < 0 || ih >= a[1].in || iw < 0 || iw >= a[2].in) return -1;
+  return (id * a[1].in + ih) * a[2].in + iw;
+}
+
+int64_t in_plane(const std::array<Axis, 3>& a) { return a[0].in * a[1].in * a[2].in; }
+int64_t out_plane(const std::array<Axis, 3>& a) { return a[0].out * a[1].out * a[2].out; }
+
+// The loops' geometry from x's and y's shapes.
+std::array<Axis, 3> axes(const Shape& x, const Shape& y, const PoolGeometry& g) {
   const int rank = static_cast<int>(x.size()) - 2;
   std::array<Axis, 3> a{};
   for (int i = 0; i < rank; ++i)
     a[static_cast<size_t>(3 - rank + i)] = Axis{x[2 + i], y[2 + i], g.kernel[i], g.stride[i], g.pad[i]};
-  const int64_t planes = x[0] * x[1];
-  const float *pdy = in_f32(call, 0), *px = in_f32(call, 1);
-  float* pdx = out_f32(call, 0);
+  return a;
+}
+
+// (dy, x) -> dx: dx = 0, then each dy element is added to its window's first maximum, in output order.
+// (dy, argmax) -> dx: the same adds in the same order, at the positions max_pool_argmax recorded, so the two
+// give the same bits. (x) -> argmax: each window's first maximum as its window position.
+KernelPtr max_pool_loop(DnnlContext& ctx, const KernelCall& call, const PoolGeometry& g) {
+  const bool by_argmax = call.op == Op::max_pool_grad_by_argmax, argmax = call.op == Op::max_pool_argmax;
+  const std::array<Axis, 3> a =
+      argmax ? axes(in_shape(call, 0), out_shape(call, 0), g) : axes(out_shape(call, 0), in_shape(call, 0), g);
+  const int64_t planes = in_shape(call, 0)[0] * in_shape(call, 0)[1];
   auto k = std::make_unique<CpuKernel>(ctx);
-  k->add_loop([a, planes, pdy, px, pdx]() -> Result<void> {
-    max_pool_grad_loop(a, planes, pdy, px, pdx);
+  if (argmax) {
+    const float* px = in_f32(call, 0);
+    auto* pos = static_cast<int32_t*>(call.outputs[0].data);
+    k->add_loop([a, planes, px, pos]() -> Result<void> {
+      for_each_output(a, planes, [&](int64_t p, int64_t o, int64_t od, int64_t oh, int64_t ow) {
+        const int64_t best = window_max(a, px + p * in_plane(a), od, oh, ow);
+        pos[p * out_plane(a) + o] = static_cast<int32_t>(best < 0 ? -1 : position_of(a, best, od, oh, ow));
+      });
+      return {};
+    });
+    return k;
+  }
+  const float* pdy = in_f32(call, 0);
+  const void* second = call.inputs[1].data;  // x, or the positions
+  float* pdx = out_f32(call, 0);
+  k->add_loop([a, planes, pdy, second, pdx, by_argmax]() -> Result<void> {
+    std::memset(pdx, 0, static_cast<size_t>(planes * in_plane(a)) * sizeof(float));
+    for_each_output(a, planes, [&](int64_t p, int64_t o, int64_t od, int64_t oh, int64_t ow) {
+      const int64_t j = p * out_plane(a) + o;
+      const int64_t i = by_argmax ? offset_of(a, static_cast<const int32_t*>(second)[j], od, oh, ow)
+                                  : window_max(a, static_cast<const float*>(second) + p * in_plane(a), od, oh, ow);
+      if (i >= 0) pdx[p * in_plane(a) + i] += pdy[j];
+    });
     return {};
   });
   return k;
@@ -162,7 +203,7 @@ Result<KernelPtr> build_pool(DnnlContext& ctx, const KernelCall& call) {
       if (call.inputs.size() != 2 || out_shape(call, 0) != in_shape(call, 1)) return KernelPtr();
       auto g = LMS_TRY(pool_geometry(call, in_shape(call, 1), in_shape(call, 0)));
       if (!g) return KernelPtr();
-      return max_pool_backward(ctx, call, *g);
+      return max_pool_loop(ctx, call, *g);
     }
     case Op::avg_pool_grad: {
       auto g = LMS_TRY(pool_geometry(call, out_shape(call, 0), in_shape(call, 0)));
@@ -171,6 +212,22 @@ Result<KernelPtr> build_pool(DnnlContext& ctx, const KernelCall& call) {
     }
     default: return KernelPtr();
   }
+}
+
+// max_pool_argmax and max_pool_grad_by_argmax: an f32 operand and i32 positions.
+Result<KernelPtr> build_pool_argmax(DnnlContext& ctx, const KernelCall& call) {
+  const bool argmax = call.op == Op::max_pool_argmax;
+  const size_t n_in = argmax ? 1 : 2;
+  if (call.inputs.size() != n_in || call.outputs.size() != 1 || call.inputs[0].type->dtype != DType::f32 ||
+      (argmax ? call.outputs[0].type->dtype != DType::i32
+              : call.inputs[1].type->dtype != DType::i32 || call.outputs[0].type->dtype != DType::f32 ||
+                    in_shape(call, 1) != in_shape(call, 0)))
+    return KernelPtr();
+  const Shape& x = argmax ? in_shape(call, 0) : out_shape(call, 0);
+  const Shape& y = argmax ? out_shape(call, 0) : in_shape(call, 0);
+  auto g = LMS_TRY(pool_geometry(call, x, y));
+  if (!g) return KernelPtr();
+  return max_pool_loop(ctx, call, *g);
 }
 
 }  // namespace lms::cpu

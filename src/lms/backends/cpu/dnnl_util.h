@@ -140,6 +140,7 @@ Result<KernelPtr> build_norm(DnnlContext& ctx, const KernelCall& call);        /
 Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call);     // relu, gelu, binary, softmax, ...
 Result<KernelPtr> build_reduce(DnnlContext& ctx, const KernelCall& call);      // mean, reduce_sum, sum_to, gap
 Result<KernelPtr> build_pool(DnnlContext& ctx, const KernelCall& call);        // pooling and grads
+Result<KernelPtr> build_pool_argmax(DnnlContext& ctx, const KernelCall& call);  // max_pool_argmax, ..._by_argmax
 Result<KernelPtr> build_loops(DnnlContext& ctx, const KernelCall& call);       // movement, fills, copies
 Result<KernelPtr> build_loops_nn(DnnlContext& ctx, const KernelCall& call);    // losses, embedding, updates
 

@@ -282,6 +282,26 @@ Result<OwnKernel> max_pool_grad(const Args& a, const Launcher& l) {
   });
 }
 
+// max_pool_argmax (x) -> i32 positions: max_pool_grad's first pass, as an op.
+Result<OwnKernel> max_pool_argmax(const Args& a, const Launcher& l) {
+  if (a.out(0).dtype != DType::i32) return fail("{} output must be i32, got {}", a.name(), to_string(a.out(0)));
+  const PoolWindows w = LMS_TRY(pool_windows(a, a.in(0).shape, a.out(0).shape));
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, MaxPoolArgmax<T, int32_t>{in<T>(a, 0), out<int32_t>(a, 0), w}, elements(a.out(0)));
+  });
+}
+
+// max_pool_grad_by_argmax (dy, argmax) -> dx: max_pool_grad's second pass, as an op.
+Result<OwnKernel> max_pool_grad_by_argmax(const Args& a, const Launcher& l) {
+  if (a.in(1).dtype != DType::i32 || a.in(1).shape != a.in(0).shape)
+    return fail("{} argmax must be i32 of dy's shape, got {}", a.name(), to_string(a.in(1)));
+  const PoolWindows w = LMS_TRY(pool_windows(a, a.out(0).shape, a.in(0).shape));
+  return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, MaxPoolGradByPosition<T, int32_t>{in<T>(a, 0), in<int32_t>(a, 1), out<T>(a, 0), w},
+                  elements(a.out(0)));
+  });
+}
+
 // max_pool_grad's workspace: a byte per output element when its windows have fewer than 255 positions.
 int64_t max_pool_grad_workspace(const KernelCall& call) {
   int64_t volume = 1;
@@ -560,6 +580,8 @@ bool is_own_op(Op op) {
     case Op::slice_grad:
     case Op::bn_running_update:
     case Op::max_pool_grad:
+    case Op::max_pool_argmax:
+    case Op::max_pool_grad_by_argmax:
     case Op::avg_pool_grad: return true;
     default: return false;
   }
@@ -606,6 +628,8 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::gelu_grad: return activation_grad(a, l, GradKind::gelu);
       case Op::global_avg_pool: return global_avg_pool(a, l);
       case Op::max_pool_grad: return max_pool_grad(a, l);
+      case Op::max_pool_argmax: return max_pool_argmax(a, l);
+      case Op::max_pool_grad_by_argmax: return max_pool_grad_by_argmax(a, l);
       case Op::avg_pool_grad: return avg_pool_grad(a, l);
       case Op::mean: return mean_or_sum(a, l, true);
       case Op::reduce_sum: return mean_or_sum(a, l, false);

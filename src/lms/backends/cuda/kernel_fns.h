@@ -362,11 +362,12 @@ struct PoolWindows {
 };
 
 // The first maximum of each output's window (PoolWindows::argmax), one output element per index, stored as its
-// position in the window (row-major over k, < 255; 255: an empty window): max_pool_grad's first pass.
-template <class T>
+// position in the window (row-major over k; kNoWindowPosition: an empty window): max_pool_grad's first pass
+// (P = uint8_t, windows of < 255 positions) and the max_pool_argmax op (P = int32_t).
+template <class T, class P = uint8_t>
 struct MaxPoolArgmax {
   const T* x;
-  uint8_t* pos;
+  P* pos;
   PoolWindows w;
   LMS_HD void operator()(int64_t j) const {
     const int64_t plane = j / w.out_plane();
@@ -378,18 +379,19 @@ struct MaxPoolArgmax {
       return;
     }
     PoolWindows::coords(best, w.in, b0, b1, b2);
-    pos[j] = static_cast<uint8_t>(w.window_position(b0, b1, b2, o0, o1, o2));
+    pos[j] = static_cast<P>(w.window_position(b0, b1, b2, o0, o1, o2));
   }
-  static constexpr uint8_t kNoWindowPosition = 255;
+  static constexpr P kNoWindowPosition = static_cast<P>(-1);
 };
 
-// max_pool_grad's second pass, one input element per index: the sum of the dy elements whose window's first
-// maximum (MaxPoolArgmax) is this element, in ascending output order, in double (the reference scatters in that
-// order into a double accumulator, so the sums are the same).
-template <class T>
+// max_pool_grad's second pass (and max_pool_grad_by_argmax, P = int32_t), one input element per index: the sum
+// of the dy elements whose window's recorded position (MaxPoolArgmax) is this element, in ascending output
+// order, in double (the reference scatters in that order into a double accumulator, so the sums are the same).
+// A position outside the window or in its padding matches no element: that dy is dropped, as in the reference.
+template <class T, class P = uint8_t>
 struct MaxPoolGradByPosition {
   const T* dy;
-  const uint8_t* pos;
+  const P* pos;
   T* dx;
   PoolWindows w;
   LMS_HD void operator()(int64_t i) const {

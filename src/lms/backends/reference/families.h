@@ -41,6 +41,8 @@ Result<void> avg_pool(const Args& a);  // avg_pool1d/2d/3d
 Result<void> global_avg_pool(const Args& a);
 Result<void> max_pool_grad(const Args& a);
 Result<void> avg_pool_grad(const Args& a);
+Result<void> max_pool_argmax(const Args& a);
+Result<void> max_pool_grad_by_argmax(const Args& a);
 
 // linalg.cc
 Result<void> matmul(const Args& a);

@@ -102,6 +102,8 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::layer_norm_grad: return r::layer_norm_grad(a);
     case Op::max_pool_grad: return r::max_pool_grad(a);
     case Op::avg_pool_grad: return r::avg_pool_grad(a);
+    case Op::max_pool_argmax: return r::max_pool_argmax(a);
+    case Op::max_pool_grad_by_argmax: return r::max_pool_grad_by_argmax(a);
     case Op::softmax_grad: return r::softmax_grad(a);
     case Op::embedding_grad: return r::embedding_grad(a);
     case Op::cross_entropy_grad: return r::cross_entropy_grad(a);

@@ -1,4 +1,5 @@
-// Reference pooling: max_pool1d/2d/3d, avg_pool1d/2d/3d, global_avg_pool and the two windowed gradients.
+// Reference pooling: max_pool1d/2d/3d, avg_pool1d/2d/3d, global_avg_pool, the two windowed gradients, and
+// max_pool_argmax with max_pool_grad_by_argmax (max_pool_grad in two steps, the first in the forward pass).
 // PyTorch semantics with ceil_mode off: stride defaults to the kernel, pad to zeros, and pad <= kernel/2, so
 // every window holds at least one input element. Max pooling picks the FIRST maximum of its window in
 // row-major window order (padding never wins; a NaN wins, as PyTorch propagates NaN), and max_pool_grad sends
@@ -99,7 +100,26 @@ void avg_pool_loops(const Windows& w, bool include_pad, int64_t n_planes, const 
   }
 }
 
-// dx planes from dy planes: scatter(acc, dy value, od, oh, ow, x plane) adds into the double accumulator.
+// The input-plane offset of position `pos` (row-major over the kernel, padding counted) in the window of output
+// (od, oh, ow); -1 for a position outside the window or in its padding.
+int64_t window_offset(const Windows& w, int64_t pos, int64_t od, int64_t oh, int64_t ow) {
+  if (pos < 0 || pos >= window_size(w)) return -1;
+  const int64_t kw = pos % w[2].k, kh = (pos / w[2].k) % w[1].k, kd = pos / (w[2].k * w[1].k);
+  const int64_t id = od * w[0].stride - w[0].pad + kd, ih = oh * w[1].stride - w[1].pad + kh,
+                iw = ow * w[2].stride - w[2].pad + kw;
+  if (id < 0 || id >= w[0].in || ih < 0 || ih >= w[1].in || iw < 0 || iw >= w[2].in) return -1;
+  return (id * w[1].in + ih) * w[2].in + iw;
+}
+
+// The position of input-plane offset `i` in the window of output (od, oh, ow); window_offset's inverse.
+int64_t window_position(const Windows& w, int64_t i, int64_t od, int64_t oh, int64_t ow) {
+  const int64_t iw = i % w[2].in, ih = (i / w[2].in) % w[1].in, id = i / (w[2].in * w[1].in);
+  return ((id - (od * w[0].stride - w[0].pad)) * w[1].k + (ih - (oh * w[1].stride - w[1].pad))) * w[2].k +
+         (iw - (ow * w[2].stride - w[2].pad));
+}
+
+// dx planes from dy planes: scatter(acc, dy value, dy index, od, oh, ow, x plane) adds into the double
+// accumulator.
 template <class T, class Scatter>
 void pool_grad_loops(const Windows& w, int64_t n_planes, const T* dy, const T* x, T* dx, Scatter scatter) {
   const int64_t in = plane_size_in(w), out = plane_size_out(w);
@@ -109,7 +129,7 @@ void pool_grad_loops(const Windows& w, int64_t n_planes, const T* dy, const T* x
     const T* dyp = dy + p * out;
     const T* xp = x ? x + p * in : nullptr;
     for_outputs(w, [&](int64_t o, int64_t od, int64_t oh, int64_t ow) {
-      scatter(acc, static_cast<Acc>(dyp[o]), od, oh, ow, xp);
+      scatter(acc, static_cast<Acc>(dyp[o]), p * out + o, od, oh, ow, xp);
     });
     T* dxp = dx + p * in;
     for (int64_t i = 0; i < in; ++i) dxp[i] = static_cast<T>(acc[static_cast<size_t>(i)]);
@@ -193,8 +213,44 @@ Result<void> max_pool_grad(const Args& a) {
   Windows w = LMS_TRY(pool_geometry(a, a.in(1).shape, a.in(0).shape));
   return with_float(a, a.in(0).dtype, [&]<class T>() -> Result<void> {
     pool_grad_loops<T>(w, planes(a.in(1).shape), a.in_data<T>(0), a.in_data<T>(1), a.out_data<T>(0),
-                       [&](std::vector<Acc>& acc, Acc g, int64_t od, int64_t oh, int64_t ow, const T* xp) {
+                       [&](std::vector<Acc>& acc, Acc g, int64_t, int64_t od, int64_t oh, int64_t ow, const T* xp) {
                          acc[static_cast<size_t>(window_argmax(w, xp, od, oh, ow))] += g;
+                       });
+    return {};
+  });
+}
+
+// (x) -> i32 argmax: the position in its window of the element max_pool_grad would send each dy to.
+Result<void> max_pool_argmax(const Args& a) {
+  if (a.out(0).dtype != DType::i32 || a.out(0).shape.size() != a.in(0).shape.size())
+    return fail("{} output must be i32 of the pooled shape, got {}", a.name(), to_string(a.out(0)));
+  Windows w = LMS_TRY(pool_geometry(a, a.in(0).shape, a.out(0).shape));
+  const int64_t in = plane_size_in(w), out = plane_size_out(w);
+  return with_float(a, a.in(0).dtype, [&]<class T>() -> Result<void> {
+    const T* x = a.in_data<T>(0);
+    int32_t* pos = a.out_data<int32_t>(0);
+    for (int64_t p = 0; p < planes(a.in(0).shape); ++p)
+      for_outputs(w, [&](int64_t o, int64_t od, int64_t oh, int64_t ow) {
+        const int64_t best = window_argmax(w, x + p * in, od, oh, ow);
+        pos[p * out + o] = static_cast<int32_t>(window_position(w, best, od, oh, ow));
+      });
+    return {};
+  });
+}
+
+// (dy, argmax) -> dx: each dy element goes to the input element its position names (max_pool_grad's sums when
+// the positions are max_pool_argmax's).
+Result<void> max_pool_grad_by_argmax(const Args& a) {
+  if (a.in(0).dtype != a.out(0).dtype || a.in(1).dtype != DType::i32 || a.in(1).shape != a.in(0).shape)
+    return fail("{} needs dy of dx's type and i32 positions of dy's shape, got {}, {} -> {}", a.name(),
+                to_string(a.in(0)), to_string(a.in(1)), to_string(a.out(0)));
+  Windows w = LMS_TRY(pool_geometry(a, a.out(0).shape, a.in(0).shape));
+  const int32_t* pos = a.in_data<int32_t>(1);
+  return with_float(a, a.in(0).dtype, [&]<class T>() -> Result<void> {
+    pool_grad_loops<T>(w, planes(a.out(0).shape), a.in_data<T>(0), nullptr, a.out_data<T>(0),
+                       [&](std::vector<Acc>& acc, Acc g, int64_t j, int64_t od, int64_t oh, int64_t ow, const T*) {
+                         const int64_t i = window_offset(w, pos[j], od, oh, ow);
+                         if (i >= 0) acc[static_cast<size_t>(i)] += g;
                        });
     return {};
   });
@@ -207,7 +263,7 @@ Result<void> avg_pool_grad(const Args& a) {
   const bool include_pad = a.c.b("count_include_pad");
   return with_float(a, a.in(0).dtype, [&]<class T>() -> Result<void> {
     pool_grad_loops<T>(w, planes(a.out(0).shape), a.in_data<T>(0), nullptr, a.out_data<T>(0),
-                       [&](std::vector<Acc>& acc, Acc g, int64_t od, int64_t oh, int64_t ow, const T*) {
+                       [&](std::vector<Acc>& acc, Acc g, int64_t, int64_t od, int64_t oh, int64_t ow, const T*) {
                          const Acc share = g / static_cast<Acc>(avg_divisor(w, include_pad, od, oh, ow));
                          for_window(w, od, oh, ow, [&](int64_t i) { acc[static_cast<size_t>(i)] += share; });
                        });

@@ -363,9 +363,10 @@ struct Greedy {
 
   // After the moves: the host-to-device stream copies in node order, so a prefetch triggered after one that is
   // needed later waits behind that whole copy. Each prefetch whose trigger comes after the trigger of one needed
-  // later moves up to the node before that trigger, where the estimate has room for its bytes under the target;
-  // earliest deadline first is the order in which a queue of copies makes its readers wait least (Note [Auto
-  // estimate]). True when it moved any.
+  // later moves up to the node before that trigger, where the estimate has room for its bytes under the target,
+  // and where it has none, the prefetches needed later that are triggered no later than it move to the node after
+  // its trigger (where their readers allow); earliest deadline first is the order in which a queue of copies
+  // makes its readers wait least (Note [Auto estimate]). True when it moved any.
   bool order_prefetches() {
     std::vector<int> order = swapped;  // latest first reader first
     std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -373,14 +374,28 @@ struct Greedy {
     });
     int ahead = INT32_MAX;  // the earliest trigger of a prefetch needed later than the current one
     bool moved = false;
-    for (int i : order) {
-      Candidate& c = cands[i];
+    for (size_t k = 0; k < order.size(); ++k) {
+      Candidate& c = cands[order[k]];
       const int before = ahead - 1;  // a prefetch triggered by the same node would follow in value order
       if (before < c.trigger && before >= c.hold &&
           *std::max_element(live.begin() + before + 1, live.begin() + c.trigger + 1) + c.bytes <= target) {
         c.trigger = before;
         free_over(c, c.hold + 1, c.trigger);
         moved = true;
+      } else if (before < c.trigger) {
+        // No room to start it earlier: start those needed later after it instead, where their readers allow
+        // (a later trigger frees more, never less, and the queue runs them after it anyway).
+        ahead = INT32_MAX;
+        for (size_t j = 0; j < k; ++j) {
+          Candidate& l = cands[order[j]];
+          const int latest = std::min(l.bwd_first, first_clone[l.value.v]) - 1;
+          if (l.trigger <= c.trigger && c.trigger + 1 <= latest) {
+            l.trigger = c.trigger + 1;
+            free_over(l, l.hold + 1, l.trigger);
+            moved = true;
+          }
+          ahead = std::min(ahead, l.trigger);
+        }
       }
       ahead = std::min(ahead, c.trigger);
     }
@@ -593,28 +608,43 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
     }
     const bool reached = greedy.run(target);
     AutoResult r = LMS_TRY(realize(scheduled, cands, exact, o));
-    // A plan that fits: the same choices with the prefetches in deadline order, when that fits and is faster
-    // (Greedy::order_prefetches; earlier prefetches cost memory, which at the edge of capacity may not fit).
+    // A plan that fits: the same choices with holds, full length, else half length, when that fits and is
+    // faster (Note [Auto holds]). Replaces `plan` and leaves the greedy's state as that plan's.
+    auto with_holds = [&](AutoResult& plan) -> Result<void> {
+      for (double share : {1.0, 0.5}) {
+        const std::vector<Candidate> before = cands;
+        const std::vector<int64_t> live = greedy.live;
+        if (!greedy.place_holds(share)) break;
+        AutoResult held = LMS_TRY(realize(scheduled, cands, exact, o, /*search=*/false));
+        if (held.fits && held.sim.step_seconds < plan.sim.step_seconds) {
+          plan = std::move(held);
+          break;
+        }
+        cands = before;
+        greedy.live = live;
+        if (held.fits) break;
+      }
+      return {};
+    };
     if (r.fits) {
       const std::vector<Candidate> unordered = cands;
       const std::vector<int64_t> live = greedy.live;
+      LMS_TRY_VOID(with_holds(r));
+      // The same choices with the prefetches in deadline order (Greedy::order_prefetches; earlier prefetches
+      // cost memory, which at the edge of capacity may not fit), then holds: kept when it fits and is faster.
+      const std::vector<Candidate> held = cands;
+      const std::vector<int64_t> held_live = greedy.live;
+      cands = unordered;
+      greedy.live = live;
+      bool kept = false;
       if (greedy.order_prefetches()) {
         AutoResult ordered = LMS_TRY(realize(scheduled, cands, exact, o, /*search=*/false));
-        if (ordered.fits && ordered.sim.step_seconds < r.sim.step_seconds) {
-          r = std::move(ordered);
-        } else {
-          cands = unordered;
-          greedy.live = live;
+        if (ordered.fits) {
+          LMS_TRY_VOID(with_holds(ordered));
+          if (ordered.sim.step_seconds < r.sim.step_seconds) r = std::move(ordered), kept = true;
         }
       }
-    }
-    // A plan that fits: the same choices with holds, full length, else half length, when that fits and is
-    // faster (Note [Auto holds]).
-    for (double share : {1.0, 0.5}) {
-      if (!r.fits || !greedy.place_holds(share)) break;
-      AutoResult held = LMS_TRY(realize(scheduled, cands, exact, o, /*search=*/false));
-      if (held.fits && held.sim.step_seconds < r.sim.step_seconds) r = std::move(held);
-      if (held.fits) break;
+      if (!kept) cands = held, greedy.live = held_live;
     }
     r.rounds = round;
     if (r.fits) {
