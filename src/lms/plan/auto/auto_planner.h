@@ -38,7 +38,8 @@ struct AutoOptions {
   double retry_step = 0.005;        // each retry lowers the target by the exact plan's excess plus this
                                     // fraction of the budget, so rounds make progress on tiny excesses
   int refine_steps = 4;             // swaps the simulation shows compute waiting for that are tried as
-                                    // recomputations instead, once a plan fits (Note [Auto refinement])
+                                    // recomputations instead, once a plan fits (Note [Auto refinement]): this
+                                    // many for prefetches, then this many more counting copies out too
   double refine_min_wait = 0.02;    // ... when compute waits for copies more than this fraction of the step
   int max_chain = 4;                // most ops recomputed together for one value (through values no backward
                                     // op reads, e.g. batch_norm before relu)
