@@ -261,14 +261,19 @@ TEST(Strategy, AutoHoldsTheSpaceOfSwappedValuesWhileTheirCopiesRun) {
   EXPECT_GT(held, 0);
 }
 
+// auto's plan of resnet50 (224x224) training at `batch` for 16 GiB on h200-pcie5 (PCIe 5).
+Result<Plan> resnet50_auto_at_16gib(int64_t batch) {
+  ModelOptions mo;
+  mo.batch = batch;
+  return try_plan(momentum_training("resnet50", mo), auto_options("h200-pcie5", int64_t{16} << 30));
+}
+
 // The host-to-device stream copies in node order, so auto queues its prefetches earliest deadline first: in the
 // rewritten graph the swap_ins' first readers come in node order. resnet50 at 4x the batch that fits 16 GiB
 // without LMS, on PCIe 5, where the greedy's triggers alone put a 0.3 GiB prefetch behind a 2.4 GiB one needed
 // later (65 ms of waiting, docs/planner.md step 5).
 TEST(Strategy, AutoQueuesItsPrefetchesEarliestDeadlineFirst) {
-  ModelOptions mo;
-  mo.batch = 796;
-  auto p = try_plan(momentum_training("resnet50", mo), auto_options("h200-pcie5", int64_t{16} << 30));
+  auto p = resnet50_auto_at_16gib(796);
   ASSERT_TRUE(p.has_value()) << p.error().str();
   ASSERT_TRUE(p->fits);
   const Graph& g = p->graph;
@@ -318,9 +323,7 @@ TEST(Strategy, AutoRecomputesAtFourTimesTheUnconstrainedBatchOnASlowerDevice) {
 // those waits once the prefetch waits are done (Note [Auto refinement]) and pins what they wait for as
 // recomputations: 0.779 s predicted, against 0.879 s when it counted the prefetches only.
 TEST(Strategy, AutoRefinesTheSwapsTheForwardPassWaitsFor) {
-  ModelOptions mo;
-  mo.batch = 995;
-  auto a = try_plan(momentum_training("resnet50", mo), auto_options("h200-pcie5", int64_t{16} << 30));
+  auto a = resnet50_auto_at_16gib(995);
   ASSERT_TRUE(a.has_value()) << a.error().str();
   ASSERT_TRUE(a->fits);
   ASSERT_TRUE(a->predicted_step_seconds.has_value());
