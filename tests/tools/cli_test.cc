@@ -78,6 +78,20 @@ TEST(Cli, RoundTripThroughOpt) {
   EXPECT_EQ(opt.out, model.out);
 }
 
+// The training graph keeps the stem's argmax by default; --no-argmax-pool keeps its relu output instead, and
+// needs --train like the other training flags.
+TEST(Cli, NoArgmaxPool) {
+  CmdResult on = lms("model resnet18 --batch 2 --image 32 --train sgd");
+  ASSERT_EQ(on.status, 0) << on.err;
+  EXPECT_NE(on.out.find("max_pool_argmax("), std::string::npos);
+  EXPECT_EQ(on.out.find("max_pool_grad("), std::string::npos);
+  CmdResult off = lms("model resnet18 --batch 2 --image 32 --train sgd --no-argmax-pool");
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_EQ(off.out.find("max_pool_argmax("), std::string::npos);
+  EXPECT_NE(off.out.find("max_pool_grad(%maxpool.grad, %relu)"), std::string::npos);
+  expect_one_error_line(lms("model resnet18 --no-argmax-pool"), "need --train", "--no-argmax-pool without --train");
+}
+
 TEST(Cli, StatsJsonAndHelp) {
   CmdResult r = lms("stats --model resnet50 --json");
   ASSERT_EQ(r.status, 0) << r.err;
