@@ -38,6 +38,16 @@ Case resnet() {
   return c;
 }
 
+// resnet18 with the standard stem (7x7/2 convolution, max pooling): the argmax-pool pass gives the backward pass
+// i32 positions, which swap like any tensor (T = 1 swaps them: they are read at the very end).
+Case resnet_stem() {
+  Case c{"resnet18", {}};
+  c.options.batch = 2;
+  c.options.image = {8};
+  c.options.classes = 10;
+  return c;
+}
+
 // A two-layer GPT whose activations outweigh its parameters: a budget can sit well below the no-swap peak.
 Case gpt() {
   Case c{"gpt", {}};
@@ -123,6 +133,10 @@ TEST(TflmsTraining, MlpSwapsAreBitIdentical) {
 TEST(TflmsTraining, ResnetSwapsAreBitIdentical) {
   expect_swaps_are_invisible(resnet(), {params(1, 1, 0, SyncMode::async), params(3, 2, 2, SyncMode::sync_out),
                                         params(2, 1, 0, SyncMode::sync_both)});
+}
+
+TEST(TflmsTraining, ResnetStemSwapsAreBitIdentical) {
+  expect_swaps_are_invisible(resnet_stem(), {params(1, 1, 0, SyncMode::async)});
 }
 
 TEST(TflmsTraining, GptSwapsAreBitIdentical) {
