@@ -11,6 +11,7 @@
 #include "lms/autodiff/optimizer.h"
 #include "lms/backends/reference/interpreter.h"
 #include "lms/ir/parser.h"
+#include "lms/ir/printer.h"
 #include "lms/models/models.h"
 #include "lms/passes/argmax_pool.h"
 #include "lms/runtime/trainer.h"
@@ -84,6 +85,19 @@ TEST(ArgmaxPool, RewritesTheResnetStemOnce) {
   EXPECT_EQ(by_default.num_nodes(), g.num_nodes());
   ASSERT_EQ(by_default.outputs().size(), 1u);
   EXPECT_EQ(by_default.value(by_default.outputs()[0]).name, "loss") << "the output survives the renumbering";
+}
+
+TEST(ArgmaxPool, KeepPoolInputUndoesTheRewrite) {
+  auto forward = build_model("resnet18", resnet_options());
+  ASSERT_TRUE(forward.has_value()) << forward.error().str();
+  TrainingOptions t;
+  t.argmax_pool = false;
+  const Graph without = build_training_graph(*forward, t).value();
+  Graph g = build_training_graph(*forward, TrainingOptions{}).value();
+  ASSERT_NE(print_graph(g), print_graph(without));
+  ASSERT_EQ(keep_pool_input(g).value_or(-1), 1);
+  EXPECT_EQ(print_graph(g), print_graph(without)) << "the same text, names and node order included";
+  EXPECT_EQ(keep_pool_input(g).value_or(-1), 0);
 }
 
 TEST(ArgmaxPool, ModelsWithoutTheStemAreUnchanged) {

@@ -1,9 +1,9 @@
 // The structural gradient ops autodiff emits: convolution data and filter gradients (any spatial rank),
 // batch-norm and layer-norm gradients, max/avg pooling gradients, and the pair the argmax-pool pass puts in
-// max_pool_grad's place (max_pool_argmax in the forward pass, max_pool_grad_by_argmax). Their semantics follow PyTorch's
-// autograd (docs/autodiff.md, "Gradient ops"). Each shape rule checks its operands by re-running the forward
-// op's own shape rule on the shapes the gradient op is told about (x_shape, w_shape, the pooling window), so
-// a gradient op accepts exactly the configurations its forward op accepts and the two cannot drift apart. The
+// max_pool_grad's place (max_pool_argmax in the forward pass, max_pool_grad_by_argmax). Their semantics follow
+// PyTorch's autograd (docs/autodiff.md, "Gradient ops"). Each shape rule checks its operands by re-running the
+// forward op's own shape rule on the shapes the gradient op is told about (x_shape, w_shape, the pooling window),
+// so a gradient op accepts exactly the configurations its forward op accepts and the two cannot drift apart. The
 // elementwise, reduction, data-movement and loss gradients, and bn_running_update, are in grad_tensor.cc.
 // All gradient ops are recomputable: pure functions of their inputs.
 #include <fmt/format.h>
@@ -184,9 +184,9 @@ Result<std::vector<TensorType>> max_pool_argmax_shape(const OpCall& c) {
 Result<std::vector<TensorType>> max_pool_grad_by_argmax_shape(const OpCall& c) {
   const TensorType &dy = c.inputs[0], &pos = c.inputs[1];
   if (!is_float(dy.dtype)) return fail("{} needs a floating-point dy, got {}", c.def.name, to_string(dy));
-  if (pos != TensorType{DType::i32, dy.shape})
-    return fail("{} argmax must be i32 of dy's shape {}, got {}", c.def.name, to_string(TensorType{DType::i32, dy.shape}),
-                to_string(pos));
+  const TensorType want{DType::i32, dy.shape};
+  if (pos != want)
+    return fail("{} argmax must be i32 of dy's shape {}, got {}", c.def.name, to_string(want), to_string(pos));
   TensorType x{dy.dtype, c.ints("x_shape")};
   LMS_TRY_VOID(check_pool_forward(c, false, x, dy));
   return std::vector<TensorType>{x};

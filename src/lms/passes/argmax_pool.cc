@@ -1,6 +1,6 @@
 // argmax-pool: finds relu_grad(max_pool_grad(dp, y), y) whose max_pool_grad matches a forward max pooling of y,
 // and rewrites it in place (the relu_grad node becomes the max_pool_grad_by_argmax, keeping its output's name
-// and readers); see argmax_pool.h.
+// and readers); keep_pool_input turns it back. See argmax_pool.h.
 #include "lms/passes/argmax_pool.h"
 
 #include <algorithm>
@@ -8,6 +8,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "lms/ir/verifier.h"
 #include "lms/passes/rewrite.h"
@@ -58,6 +60,20 @@ std::vector<Match> matches(const Graph& g) {
   return out;
 }
 
+// Puts the added nodes in place (rewrite.h), erases the nodes whose first output is named in `replaced` (by
+// name: placing renumbers the nodes), and checks the result.
+Result<void> finish(Graph& g, size_t original, const std::vector<std::vector<NodeId>>& before,
+                    const std::vector<std::vector<NodeId>>& after, const std::set<std::string>& replaced,
+                    std::string_view what) {
+  LMS_TRY_VOID(place_new_nodes(g, original, before, after, what));
+  std::vector<bool> dead(g.num_nodes(), false);
+  for (NodeId n : g.node_ids()) dead[n.v] = replaced.contains(g.value(g.first_output(n)).name);
+  g.erase_nodes(dead);
+  if (auto v = verify(g); !v)
+    return wrap(fmt::format("{}: internal error, the rewrite does not verify", what), v.error());
+  return {};
+}
+
 }  // namespace
 
 Result<int> use_pool_argmax(Graph& g) {
@@ -88,11 +104,43 @@ Result<int> use_pool_argmax(Graph& g) {
     before[m.relu_grad.v].push_back(masked);
     replaced.insert(g.value(grad.outputs[0]).name);
   }
-  LMS_TRY_VOID(place_new_nodes(g, original, before, after, "argmax-pool"));
-  std::vector<bool> dead(g.num_nodes(), false);  // by name: place_new_nodes renumbered the nodes
-  for (NodeId n : g.node_ids()) dead[n.v] = replaced.contains(g.value(g.first_output(n)).name);
-  g.erase_nodes(dead);
-  if (auto v = verify(g); !v) return wrap("argmax-pool: internal error, the rewrite does not verify", v.error());
+  LMS_TRY_VOID(finish(g, original, before, after, replaced, "argmax-pool"));
+  return static_cast<int>(found.size());
+}
+
+Result<int> keep_pool_input(Graph& g) {
+  struct Pair {
+    NodeId by_argmax, masked, argmax;
+  };
+  std::vector<Pair> found;
+  for (NodeId n : g.node_ids()) {
+    const Node& d = g.node(n);
+    if (d.op != Op::max_pool_grad_by_argmax) continue;
+    const NodeId m = g.value(d.inputs[0]).producer, a = g.value(d.inputs[1]).producer;
+    if (g.node(m).op != Op::relu_grad || g.node(a).op != Op::max_pool_argmax) continue;
+    if (g.value(d.inputs[0]).consumers.size() != 1 || g.value(d.inputs[1]).consumers.size() != 1) continue;
+    found.push_back({n, m, a});
+  }
+  if (found.empty()) return 0;
+  const size_t original = g.num_nodes();
+  std::vector<std::vector<NodeId>> before(original), after(original);
+  std::set<std::string> replaced;  // the argmax and masking outputs nothing reads any more
+  for (const Pair& f : found) {
+    const Node argmax = g.node(f.argmax), masked = g.node(f.masked);  // copies: add_node may move the storage
+    const ValueId y = argmax.inputs[0], dp = masked.inputs[0];
+    const TensorType y_type = g.value(y).type;
+    const NodeId grad = g.add_node(Op::max_pool_grad, argmax.attrs, std::span(&y_type, 1),
+                                   std::vector<std::string>{free_name(g, g.value(y).name, "grad")}, Category::bwd);
+    g.set_inputs(grad, {dp, y});
+    Node& d = g.mutable_node(f.by_argmax);
+    d.op = Op::relu_grad;
+    d.attrs = Attributes{};
+    g.set_inputs(f.by_argmax, {g.first_output(grad), y});
+    before[f.by_argmax.v].push_back(grad);
+    replaced.insert(g.value(argmax.outputs[0]).name);
+    replaced.insert(g.value(masked.outputs[0]).name);
+  }
+  LMS_TRY_VOID(finish(g, original, before, after, replaced, "keep-pool-input"));
   return static_cast<int>(found.size());
 }
 

@@ -7,9 +7,9 @@
 // to its window's first maximum, and y at that element equals p of that window, so masking dy by p > 0 drops
 // exactly the elements relu_grad would zero (a NaN maximum is dropped by both), summed in the same order.
 // Precondition: a gradient or training graph whose node order is a valid schedule (before any planning pass:
-// recompute, swap, tflms-*). Postcondition: the graph verifies, its order is a valid schedule. Undone by nothing
-// (running it again finds no pattern); replacing each max_pool_grad_by_argmax by relu_grad(max_pool_grad(...))
-// would. `lms train`/`plan` run it as part of building the training graph (TrainingOptions::argmax_pool).
+// recompute, swap, tflms-*). Postcondition: the graph verifies, its order is a valid schedule. Undone by
+// keep_pool_input (running it again finds no pattern). `lms train`/`plan` run it as part of building the training
+// graph (TrainingOptions::argmax_pool).
 #pragma once
 
 #include "lms/ir/attributes.h"
@@ -20,6 +20,13 @@ namespace lms {
 
 // Returns the number of poolings rewritten.
 Result<int> use_pool_argmax(Graph& g);
+
+// The inverse, on a graph use_pool_argmax rewrote and nothing else has since: each
+// max_pool_grad_by_argmax(relu_grad(dp, p), max_pool_argmax(y)) becomes relu_grad(max_pool_grad(dp, y), y) again
+// (the argmax and the masking dropped). Returns the number restored. The auto strategy plans the restored graph
+// when the rewritten one does not fit (at the edge of capacity the positions, recomputed from clones of the
+// stem's batch norm and relu, can cost more there than the relu output did).
+Result<int> keep_pool_input(Graph& g);
 
 Result<void> run_argmax_pool_pass(Graph& g, const Attributes& options);
 

@@ -15,6 +15,7 @@
 
 #include "lms/analysis/levels.h"
 #include "lms/analysis/reachability.h"
+#include "lms/passes/argmax_pool.h"
 #include "lms/passes/tflms_swap.h"
 #include "lms/passes/tflms_triggers.h"
 #include "lms/ir/verifier.h"
@@ -321,7 +322,17 @@ Result<Plan> try_plan(const Graph& training, const StrategyOptions& opts) {
                     : host_does_not_fit(p.memory, opts.host_budget_bytes);
     return not_fitting(std::move(p), std::move(why));
   }
-  if (opts.strategy == Strategy::automatic) return plan_automatic(std::move(p), scheduled, workspaces, opts);
+  if (opts.strategy == Strategy::automatic) {
+    Plan a = LMS_TRY(plan_automatic(std::move(p), scheduled, workspaces, opts));
+    // At the edge of capacity the argmax-pool rewrite can cost auto more than it saves (passes/argmax_pool.h):
+    // then the graph with the relu output kept, when that fits.
+    Graph kept = training;
+    if (a.fits || LMS_TRY(keep_pool_input(kept)) == 0) return a;
+    Plan k = LMS_TRY(try_plan(kept, opts));
+    if (!k.fits) return a;
+    k.auto_source += ", keeping the relu output a max pooling reads (with its argmax instead, nothing fits)";
+    return k;
+  }
   return plan_tflms(std::move(p), scheduled, workspaces, opts);
 }
 
