@@ -153,15 +153,15 @@ KernelPtr max_pool_loop(DnnlContext& ctx, const KernelCall& call, const PoolGeom
   const bool by_argmax = call.op == Op::max_pool_grad_by_argmax, argmax = call.op == Op::max_pool_argmax;
   const std::array<Axis, 3> a =
       argmax ? axes(in_shape(call, 0), out_shape(call, 0), g) : axes(out_shape(call, 0), in_shape(call, 0), g);
-  const int64_t planes = in_shape(call, 0)[0] * in_shape(call, 0)[1];
+  const int64_t planes = in_shape(call, 0)[0] * in_shape(call, 0)[1], in = in_plane(a), out = out_plane(a);
   auto k = std::make_unique<CpuKernel>(ctx);
   if (argmax) {
     const float* px = in_f32(call, 0);
     auto* pos = static_cast<int32_t*>(call.outputs[0].data);
-    k->add_loop([a, planes, px, pos]() -> Result<void> {
+    k->add_loop([a, planes, in, out, px, pos]() -> Result<void> {
       for_each_output(a, planes, [&](int64_t p, int64_t o, int64_t od, int64_t oh, int64_t ow) {
-        const int64_t best = window_max(a, px + p * in_plane(a), od, oh, ow);
-        pos[p * out_plane(a) + o] = static_cast<int32_t>(best < 0 ? -1 : position_of(a, best, od, oh, ow));
+        const int64_t best = window_max(a, px + p * in, od, oh, ow);
+        pos[p * out + o] = static_cast<int32_t>(best < 0 ? -1 : position_of(a, best, od, oh, ow));
       });
       return {};
     });
@@ -170,13 +170,13 @@ KernelPtr max_pool_loop(DnnlContext& ctx, const KernelCall& call, const PoolGeom
   const float* pdy = in_f32(call, 0);
   const void* second = call.inputs[1].data;  // x, or the positions
   float* pdx = out_f32(call, 0);
-  k->add_loop([a, planes, pdy, second, pdx, by_argmax]() -> Result<void> {
-    std::memset(pdx, 0, static_cast<size_t>(planes * in_plane(a)) * sizeof(float));
+  k->add_loop([a, planes, in, out, pdy, second, pdx, by_argmax]() -> Result<void> {
+    std::memset(pdx, 0, static_cast<size_t>(planes * in) * sizeof(float));
     for_each_output(a, planes, [&](int64_t p, int64_t o, int64_t od, int64_t oh, int64_t ow) {
-      const int64_t j = p * out_plane(a) + o;
+      const int64_t j = p * out + o;
       const int64_t i = by_argmax ? offset_of(a, static_cast<const int32_t*>(second)[j], od, oh, ow)
-                                  : window_max(a, static_cast<const float*>(second) + p * in_plane(a), od, oh, ow);
-      if (i >= 0) pdx[p * in_plane(a) + i] += pdy[j];
+                                  : window_max(a, static_cast<const float*>(second) + p * in, od, oh, ow);
+      if (i >= 0) pdx[p * in + i] += pdy[j];
     });
     return {};
   });
