@@ -57,20 +57,22 @@ void sort_for(Assignment a, const std::vector<PlannedBuffer>& bufs, std::vector<
   });
 }
 
-// The offset for a buffer of aligned `size` given the placed buffers it clashes with, sorted by offset.
-// First fit takes the lowest gap that holds it; best fit the smallest such gap (ties: the lowest). Either
-// falls back to the space above every clashing buffer.
-int64_t choose_gap(bool first_fit, const std::vector<const Occupied*>& clashing, int64_t base, int64_t size) {
+// The offset for buffer `b` of aligned `size` given the placed buffers, sorted by offset (then end): only those
+// whose intervals overlap b's clash with it. First fit takes the lowest gap that holds it; best fit the smallest
+// such gap (ties: the lowest). Either falls back to the space above every clashing buffer.
+int64_t choose_gap(bool first_fit, const std::vector<Occupied>& placed, const BufferLife& b, int64_t base,
+                   int64_t size) {
   int64_t cursor = base;  // the lowest free offset above everything seen so far
   std::optional<int64_t> best;
   int64_t best_gap = 0;
-  for (const Occupied* o : clashing) {
-    if (o->offset >= cursor + size) {  // the gap [cursor, o->offset) holds it
+  for (const Occupied& o : placed) {
+    if (!overlaps(b, o)) continue;
+    if (o.offset >= cursor + size) {  // the gap [cursor, o.offset) holds it
       if (first_fit) return cursor;
-      const int64_t gap = o->offset - cursor;
+      const int64_t gap = o.offset - cursor;
       if (!best || gap < best_gap) best = cursor, best_gap = gap;
     }
-    cursor = std::max(cursor, o->end);
+    cursor = std::max(cursor, o.end);
   }
   return best.value_or(cursor);
 }
@@ -97,23 +99,21 @@ int64_t assign_offsets(std::vector<PlannedBuffer>& bufs, std::vector<size_t> ids
   if (a == Assignment::perturbed_by_area) perturbed_order(perturbation, bufs, ids);
   else sort_for(a, bufs, ids);
   const bool first_fit = a == Assignment::greedy_by_size || (a == Assignment::perturbed_by_area && perturbation % 2 == 0);
-  std::vector<Occupied> placed;
+  std::vector<Occupied> placed;  // sorted by offset, then end
   placed.reserve(ids.size());
-  std::vector<const Occupied*> clashing;
   int64_t arena_end = base;
   for (size_t i : ids) {
     PlannedBuffer& b = bufs[i];
     const int64_t size = align_up(b.life.bytes);
     b.offset = base;
     if (size == 0) continue;  // empty tensors occupy nothing
-    clashing.clear();
-    for (const Occupied& o : placed)
-      if (overlaps(b.life, o)) clashing.push_back(&o);
-    std::sort(clashing.begin(), clashing.end(), [](const Occupied* x, const Occupied* y) {
-      return x->offset != y->offset ? x->offset < y->offset : x->end < y->end;
-    });
-    b.offset = choose_gap(first_fit, clashing, base, size);
-    placed.push_back(Occupied{b.life.first, b.life.last, b.offset, b.offset + size});
+    b.offset = choose_gap(first_fit, placed, b.life, base, size);
+    const Occupied o{b.life.first, b.life.last, b.offset, b.offset + size};
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), o,
+                                   [](const Occupied& x, const Occupied& y) {
+                                     return x.offset != y.offset ? x.offset < y.offset : x.end < y.end;
+                                   }),
+                  o);
     arena_end = std::max(arena_end, b.offset + b.life.bytes);
   }
   return arena_end;
