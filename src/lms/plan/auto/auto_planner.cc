@@ -34,16 +34,18 @@
 // Note [Auto portfolio]
 // A greedy at the peak can paint itself into a corner: recomputations chosen early make clones that are live
 // together late in the backward pass, where nothing is left to free. Rather than a search with undo, plan_auto
-// runs three deterministic greedies -- both moves, swaps only, recomputations only -- each with its retries,
-// and keeps the fastest exact plan that fits by the time simulation. When the first does not fit, both moves run
-// again with the cascading estimate (Mix::both_cascade): a recomputation whose clones move earlier, because a
+// runs four deterministic greedies -- both moves, both moves with the cascading estimate, swaps only,
+// recomputations only -- each with its retries, and keeps the fastest exact plan that fits by the time
+// simulation. The cascading estimate (Mix::both_cascade): a recomputation whose clones move earlier, because a
 // later-chosen clone reads what they make, moves what they read earlier too, recursively. The plain greedy moves
 // only the first level, so its estimate can miss the end of the backward pass, where a block's whole forward is
-// recomputed at once (resnet50 at 4x its unconstrained batch on a 40 TFLOP/s device: the plain greedy misses
-// 16 GiB, the cascading one fits at 0.85 s where swapping alone takes 2.2 s); the cascading one is more often
-// stuck below its target elsewhere (no undo), so it is a second try, not the rule. When none fits, one more
-// runs with both moves under stricter rules (Mix::both_strict), which at the edge of capacity leave fewer
-// clones live at once. Each costs one estimate and a few exact plans (docs/results.md has the planning times).
+// recomputed at once (resnet50 at 4x its unconstrained batch on h200-pcie5: the plain estimate put 9.0 GiB where
+// the exact liveness had 16.4, and its retries lowered the target everywhere for an excess at one place; on a
+// 40 TFLOP/s device the plain greedy misses 16 GiB, the cascading one fits at 0.85 s where swapping alone takes
+// 2.2 s). The cascading one is more often stuck below its target elsewhere (no undo) and the plain one's plans are
+// sometimes faster (resnet50 at 3x: 0.328 s against 0.367 s), so both run. When none fits, one more runs with
+// both moves under stricter rules (Mix::both_strict), which at the edge of capacity leave fewer clones live at
+// once. Each costs one estimate and a few exact plans (docs/results.md has the planning times).
 #include "lms/plan/auto/auto_planner.h"
 
 #include <algorithm>
@@ -54,6 +56,7 @@
 #include "lms/ir/verifier.h"
 #include "lms/passes/recompute.h"
 #include "lms/passes/swap.h"
+#include "lms/plan/auto/prefetch_advance.h"
 #include "lms/plan/liveness.h"
 #include "lms/plan/schedule.h"
 #include "lms/runtime/program.h"
@@ -64,9 +67,9 @@ namespace {
 
 enum class State : uint8_t { keep, swap, recompute };
 
-// Which moves a greedy run may make. Each run is a deterministic greedy; plan_auto runs both, swap_only and
-// recompute_only (both_cascade too when both misses the budget) and keeps the fastest plan that fits (Note [Auto
-// portfolio]). `both_strict`, run only when none of them fits,
+// Which moves a greedy run may make. Each run is a deterministic greedy; plan_auto runs both, both_cascade,
+// swap_only and recompute_only and keeps the fastest plan that fits (Note [Auto portfolio]). `both_strict`, run
+// only when none of them fits,
 // recomputes only where the estimate at the clone's place stays under the target and never turns a swap into
 // a recomputation: slower plans, but at the edge of capacity fewer clones live together late in the backward
 // pass. `both_cascade` is `both` with the cascading estimate of clone positions (Note [Auto portfolio]).
@@ -591,14 +594,15 @@ int most_waited_for_swap(const Graph& scheduled, const std::vector<Candidate>& c
 // The greedy prices a swap by the copy queues at one peak; the simulation of the plan it built shows where the
 // compute stream actually waits for copies: for prefetches (at the end of the backward pass, queued behind each
 // other, when memory there made their triggers late) and, in the forward pass, for copies out (an op reusing the
-// space of a swapped value waits for its copy to the host: the Program's buffer-reuse waits). So when the
-// portfolio's fastest plan mixes swaps and recomputations and its compute stream waits more than
+// space of a swapped value waits for its copy to the host: the Program's buffer-reuse waits). So for each plan of
+// the portfolio that fits, mixes swaps and recomputations, and whose compute stream waits more than
 // `refine_min_wait` of its step, up to `refine_steps` times: pin the swapped value the compute stream waits for
 // longest as a recomputation, run that greedy again around the pins (it frees elsewhere what the recomputation
 // costs in memory), and keep the pin when that plan fits and is predicted faster. Then up to `refine_steps`
 // times more, counting the waits for copies out too (the prefetches first: pins kept early change what later
 // pins achieve, and the copy-out pins chosen first led resnet152 on v100-pcie3 to a slower plan, 1.23 s against
-// 1.15 s).
+// 1.15 s). Each plan is refined, not only the fastest: resnet50 at 4x on h200-pcie5, the cascading greedy's plan in
+// TFLMS's level order was the slowest that fit (0.722 s) and became the fastest refined (0.505 s).
 
 // One greedy mix with retries: the greedy to a target, the rewrite, the exact plan; a plan over the budget
 // lowers the target by its excess (and a step) and tries again, until it fits, the greedy cannot reach its
@@ -656,6 +660,19 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
         }
       }
       if (!kept) cands = held, greedy.live = held_live;
+      // Prefetches started earlier where the exact plan has room (Note [Prefetch advance]): kept when that fits
+      // and is faster.
+      std::vector<PrefetchSlot> slots;
+      for (const Candidate& c : cands)
+        if (c.state == State::swap) slots.push_back({c.value, c.bytes, std::max(c.hold, c.fwd_end), c.trigger});
+      if (advance_prefetches(scheduled, r.graph, r.memory, r.sim, {o.budget_bytes, o.prefetch_margin}, slots)) {
+        const std::vector<Candidate> before = cands;
+        for (const PrefetchSlot& s : slots)
+          cands[static_cast<size_t>(greedy.candidate_of[s.value.v])].trigger = s.trigger;
+        AutoResult advanced = LMS_TRY(realize(scheduled, cands, exact, o, /*search=*/false));
+        if (advanced.fits && advanced.sim.step_seconds < r.sim.step_seconds) r = std::move(advanced);
+        else cands = before;
+      }
     }
     r.rounds = round;
     if (r.fits) {
@@ -707,49 +724,63 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
   const Liveness lv = LMS_TRY(compute_liveness(scheduled, workspaces));
   const std::vector<int64_t> live0 = live_bytes(lv, Placement::device);
   const std::vector<Candidate> candidates = find_candidates(scheduled, tl, o);
-  std::optional<AutoResult> best;
-  std::vector<Candidate> best_choices;
-  Mix best_mix = Mix::both;
+  // Each mix's plan (Note [Auto portfolio]), then the refinement of each that mixes swaps and recomputations
+  // and waits for copies (Note [Auto refinement]); the fastest that fits wins, else the first mix's (its reason).
+  struct Planned {
+    AutoResult result;
+    std::vector<Candidate> chosen;  // the greedy's choices, when it fits
+    Mix mix = Mix::both;
+  };
+  std::vector<Planned> plans;
   int rounds = 0;
+  auto any_fits = [&] {
+    return std::any_of(plans.begin(), plans.end(), [](const Planned& p) { return p.result.fits; });
+  };
   for (Mix mix : {Mix::both, Mix::both_cascade, Mix::swap_only, Mix::recompute_only, Mix::both_strict}) {
-    if (mix == Mix::both_cascade && best->fits) continue;
-    if (mix == Mix::both_strict && best->fits) break;
-    std::vector<Candidate> chosen;
-    AutoResult r = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, mix, {}, &chosen));
-    rounds += r.rounds;
-    // The fastest that fits; else the first mix's (its reason); ties keep the earlier mix.
-    if (!best || (r.fits && (!best->fits || r.sim.step_seconds < best->sim.step_seconds))) {
-      best = std::move(r);
-      best_choices = std::move(chosen);
-      best_mix = mix;
-    }
+    if (mix == Mix::both_strict && any_fits()) break;
+    Planned p;
+    p.mix = mix;
+    p.result = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, mix, {}, &p.chosen));
+    rounds += p.result.rounds;
+    plans.push_back(std::move(p));
   }
-  // Note [Auto refinement]: when the fastest plan mixes swaps and recomputations and waits for copies.
-  const double waiting = best->sim.stall_seconds[static_cast<size_t>(StreamId::compute)];
-  if (best->fits && (best_mix == Mix::both || best_mix == Mix::both_cascade || best_mix == Mix::both_strict) &&
-      waiting > o.refine_min_wait * best->sim.step_seconds) {
+  const size_t portfolio = plans.size();
+  for (size_t k = 0; k < portfolio; ++k) {
+    if (!plans[k].result.fits || plans[k].mix == Mix::swap_only || plans[k].mix == Mix::recompute_only) continue;
+    Planned cur = plans[k];
+    const double waiting = cur.result.sim.stall_seconds[static_cast<size_t>(StreamId::compute)];
+    if (waiting <= o.refine_min_wait * cur.result.sim.step_seconds) continue;
     std::vector<int> pinned;
     std::vector<bool> tried(candidates.size(), false);
+    bool improved = false;
     for (bool copies_out : {false, true}) {  // the prefetches first, then the copies out too
       for (int step = 0; step < o.refine_steps; ++step) {
-        const int i = most_waited_for_swap(scheduled, best_choices, *best, tried, copies_out);
+        const int i = most_waited_for_swap(scheduled, cur.chosen, cur.result, tried, copies_out);
         if (i < 0) break;
         tried[static_cast<size_t>(i)] = true;
         pinned.push_back(i);
         std::vector<Candidate> chosen;
-        AutoResult t = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, best_mix, pinned, &chosen));
+        AutoResult t = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, cur.mix, pinned, &chosen));
         rounds += t.rounds;
-        if (t.fits && t.sim.step_seconds < best->sim.step_seconds) {
-          best = std::move(t);
-          best_choices = std::move(chosen);
+        if (t.fits && t.sim.step_seconds < cur.result.sim.step_seconds) {
+          cur.result = std::move(t);
+          cur.chosen = std::move(chosen);
+          improved = true;
         } else {
           pinned.pop_back();
         }
       }
     }
+    if (improved) plans.push_back(std::move(cur));
   }
-  best->rounds = rounds;
-  return std::move(*best);
+  // The fastest that fits; else the first mix's (its reason); ties keep the earlier.
+  size_t best = 0;
+  for (size_t k = 1; k < plans.size(); ++k)
+    if (plans[k].result.fits && (!plans[best].result.fits ||
+                                 plans[k].result.sim.step_seconds < plans[best].result.sim.step_seconds))
+      best = k;
+  plans[best].result.rounds = rounds;
+  return std::move(plans[best].result);
 }
 
 }  // namespace lms

@@ -1,0 +1,153 @@
+// The auto planner's prefetch advance (plan/auto/prefetch_advance.h) on hand-made graphs whose timelines and
+// liveness are worked out below: a late prefetch moves back to the last node ending by its latest start, no
+// further than the exact live bytes allow, never before its earliest position, and one that is early enough
+// stays; prefetches on one queue get latest starts that meet every deadline.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "lms/ir/parser.h"
+#include "lms/passes/swap.h"
+#include "lms/plan/auto/prefetch_advance.h"
+#include "lms/plan/memory_planner.h"
+#include "lms/sim/time_sim.h"
+
+namespace lms {
+namespace {
+
+// Every tensor is f32[16]: 64 bytes, one arena alignment unit, so live bytes are counts of tensors times 64.
+constexpr int64_t kT = 64;
+
+// %a is read by the forward %b and by the backward %f. Scheduled positions: x0 a1 b2 c3 d4 e5 f6.
+constexpr std::string_view kChain = R"(graph g {
+  %x = input() : f32[16]
+  %a = relu(%x) : f32[16] #fwd
+  %b = relu(%a) : f32[16] #fwd
+  %c = relu(%b) : f32[16] #bwd
+  %d = relu(%c) : f32[16] #bwd
+  %e = relu(%d) : f32[16] #bwd
+  %f = add(%e, %a) : f32[16] #bwd
+}
+)";
+
+struct Planned {
+  Graph scheduled, rewritten;
+  MemoryPlan memory;
+  TimeSimResult sim;
+};
+
+// `text` with `swaps` applied, planned, and simulated with 1 s per node (0 for inputs).
+Planned plan(std::string_view text, const std::vector<SwapChoice>& swaps) {
+  Planned p;
+  auto g = parse_graph(text);
+  EXPECT_TRUE(g.has_value()) << g.error().str();
+  p.scheduled = *g;
+  p.rewritten = *g;
+  auto s = insert_swaps(p.rewritten, SwapOptions{swaps});
+  EXPECT_TRUE(s.has_value()) << s.error().str();
+  auto m = plan_memory(p.rewritten);
+  EXPECT_TRUE(m.has_value()) << m.error().str();
+  p.memory = *m;
+  std::vector<double> seconds;
+  for (NodeId n : p.rewritten.node_ids()) seconds.push_back(p.rewritten.node(n).op == Op::input ? 0.0 : 1.0);
+  auto r = simulate_time(p.rewritten, seconds, &p.memory);
+  EXPECT_TRUE(r.has_value()) << r.error().str();
+  p.sim = *r;
+  return p;
+}
+
+PrefetchSlot slot(const Planned& p, const std::string& value, int earliest, int trigger) {
+  return {*p.scheduled.find_value(value), kT, earliest, trigger};
+}
+
+// Rewritten: x0 a1 a.out2 b3 c4 d5 e6 a.in7 f8 (the prefetch triggered by %e). Compute: a [0,1], b [1,2],
+// c [2,3], d [3,4], e [4,5]; the copy out [1,2]; the prefetch [5,6]; f waits for it: [6,7]. f's deadline is 6 less
+// 0.1 of the 1 s copy, so the copy's latest start is 4.9: %d (ends at 4) is the last node ending by then. Live
+// tensors: x and a at 1, a at 2, a and b at 3, b and c at 4, c and d at 5, d and e at 6, e and a.in at 7, e, a.in
+// and f at 8: the arena is 3 tensors, and the prefetch newly covers position 6 (2 tensors) when %d triggers it.
+TEST(PrefetchAdvance, MovesALatePrefetchBackToTheLastNodeEndingByItsLatestStart) {
+  const Planned p = plan(kChain, {{"a", "e"}});
+  ASSERT_EQ(p.memory.device_arena_bytes, 3 * kT);
+  ASSERT_EQ(p.sim.step_seconds, 7.0);
+  std::vector<PrefetchSlot> slots{slot(p, "a", 2, 5)};
+  EXPECT_TRUE(advance_prefetches(p.scheduled, p.rewritten, p.memory, p.sim, {3 * kT, 0.1}, slots));
+  EXPECT_EQ(slots[0].trigger, 4);  // %d
+
+  // Moved there, the prefetch ends by f's start: no wait, one second less.
+  const Planned q = plan(kChain, {{"a", "d"}});
+  EXPECT_EQ(q.sim.step_seconds, 6.0);
+}
+
+TEST(PrefetchAdvance, StopsWhereTheLiveBytesLeaveNoRoom) {
+  const Planned p = plan(kChain, {{"a", "e"}});
+  std::vector<PrefetchSlot> slots{slot(p, "a", 2, 5)};
+  // Position 6 holds 2 tensors: with room for less than 3, the prefetch cannot start before it.
+  EXPECT_FALSE(advance_prefetches(p.scheduled, p.rewritten, p.memory, p.sim, {3 * kT - 1, 0.1}, slots));
+  EXPECT_EQ(slots[0].trigger, 5);
+}
+
+TEST(PrefetchAdvance, NeverBeforeItsEarliestPositionNorWhenEarlyEnough) {
+  const Planned p = plan(kChain, {{"a", "e"}});
+  std::vector<PrefetchSlot> slots{slot(p, "a", 5, 5)};  // held through %e
+  EXPECT_FALSE(advance_prefetches(p.scheduled, p.rewritten, p.memory, p.sim, {3 * kT, 0.1}, slots));
+  EXPECT_EQ(slots[0].trigger, 5);
+
+  const Planned early = plan(kChain, {{"a", "c"}});  // the copy runs [3,4], f starts at 5
+  std::vector<PrefetchSlot> s2{slot(early, "a", 2, 3)};
+  EXPECT_FALSE(advance_prefetches(early.scheduled, early.rewritten, early.memory, early.sim, {8 * kT, 0.1}, s2));
+  EXPECT_EQ(s2[0].trigger, 3);
+}
+
+// %a and %b both swapped, read late by %f and %g (`reads`: their two lines): scheduled x0 a1 b2 h3 c4 d5 e6 f7 g8.
+std::string two_swapped(std::string_view reads) {
+  return std::string(R"(graph g {
+  %x = input() : f32[16]
+  %a = relu(%x) : f32[16] #fwd
+  %b = relu(%a) : f32[16] #fwd
+  %h = relu(%b) : f32[16] #fwd
+  %c = relu(%h) : f32[16] #bwd
+  %d = relu(%c) : f32[16] #bwd
+  %e = relu(%d) : f32[16] #bwd
+)") + std::string(reads) + "}\n";
+}
+
+// %f reads %b, %g reads %a.
+const std::string kTwo = two_swapped("  %f = add(%e, %b) : f32[16] #bwd\n  %g = add(%f, %a) : f32[16] #bwd\n");
+
+TEST(PrefetchAdvance, TwoPrefetchesOnOneQueueMeetBothDeadlines) {
+  // Prefetch %b after %e and %a after %f: x0 a1 a.out2 b3 b.out4 h5 c6 d7 e8 b.in9 f10 a.in11 g12. Compute a [0,1],
+  // b [1,2], h [2,3], c [3,4], d [4,5], e [5,6]; b.in [6,7]; f waits for it, [7,8]; a.in [8,9]; g waits, [9,10].
+  const Planned p = plan(kTwo, {{"a", "f"}, {"b", "e"}});
+  ASSERT_EQ(p.sim.step_seconds, 10.0);
+  std::vector<PrefetchSlot> slots{slot(p, "a", 2, 7), slot(p, "b", 3, 6)};
+  EXPECT_TRUE(advance_prefetches(p.scheduled, p.rewritten, p.memory, p.sim, {8 * kT, 0.1}, slots));
+  // Deadlines (less 0.1 s): g's 8.9 for a, f's 6.9 for b. Latest starts, the later first: a 7.9, b min(6.9, 7.9)
+  // - 1 = 5.9. The last nodes ending by them: %e (6) for a, %d (5) for b.
+  EXPECT_EQ(slots[0].trigger, 6);  // a: %e
+  EXPECT_EQ(slots[1].trigger, 5);  // b: %d
+  // Then: b.in after %d [5,6], e [5,6], a.in after %e [6,7], f [6,7], g [7,8].
+  const Planned q = plan(kTwo, {{"a", "e"}, {"b", "d"}});
+  EXPECT_EQ(q.sim.step_seconds, 8.0);
+}
+
+// Both read by %f: the copies queue, so the one copied first must start a copy time earlier than its deadline
+// alone asks.
+TEST(PrefetchAdvance, CopiesQueuedForOneDeadlineStartOneAfterTheOther) {
+  const std::string kBoth = two_swapped("  %f = add(%a, %b) : f32[16] #bwd\n  %g = add(%f, %e) : f32[16] #bwd\n");
+  // Both after %e: x0 a1 a.out2 b3 b.out4 h5 c6 d7 e8 a.in9 b.in10 f11 g12. e [5,6], a.in [6,7], b.in [7,8],
+  // f [8,9], g [9,10].
+  const Planned p = plan(kBoth, {{"a", "e"}, {"b", "e"}});
+  ASSERT_EQ(p.sim.step_seconds, 10.0);
+  std::vector<PrefetchSlot> slots{slot(p, "a", 2, 6), slot(p, "b", 3, 6)};
+  EXPECT_TRUE(advance_prefetches(p.scheduled, p.rewritten, p.memory, p.sim, {8 * kT, 0.1}, slots));
+  // Deadline 7.9 for both (ties: the later slot is copied last): b's latest start 6.9, a's 5.9. %e ends at 6, so
+  // b stays; a moves to %d (ends at 5).
+  EXPECT_EQ(slots[0].trigger, 5);
+  EXPECT_EQ(slots[1].trigger, 6);
+  // Then: a.in after %d [5,6], e [5,6], b.in [6,7], f [7,8], g [8,9].
+  EXPECT_EQ(plan(kBoth, {{"a", "d"}, {"b", "e"}}).sim.step_seconds, 9.0);
+}
+
+}  // namespace
+}  // namespace lms
