@@ -590,6 +590,31 @@ int most_waited_for_swap(const Graph& scheduled, const std::vector<Candidate>& c
   return best;
 }
 
+// The plan `r` of the greedy's choices `cands` with its prefetches started earlier where its exact plan has room
+// (Note [Prefetch advance]), when that fits and is predicted faster; else `r` as it is.
+Result<void> advance(const Graph& scheduled, std::vector<Candidate>& cands, AutoResult& r, const ExactPlanner& exact,
+                     const AutoOptions& o) {
+  std::vector<PrefetchSlot> slots;
+  std::vector<size_t> of_slot;  // index into cands
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].state == State::swap) {
+      const Candidate& c = cands[i];
+      slots.push_back({c.value, c.bytes, std::max(c.hold, c.fwd_end), c.trigger});
+      of_slot.push_back(i);
+    }
+  if (!advance_prefetches(scheduled, r.graph, r.memory, r.sim, {o.budget_bytes, o.prefetch_margin}, slots))
+    return {};
+  std::vector<Candidate> moved = cands;
+  for (size_t k = 0; k < slots.size(); ++k) moved[of_slot[k]].trigger = slots[k].trigger;
+  AutoResult advanced = LMS_TRY(realize(scheduled, moved, exact, o, /*search=*/false));
+  if (advanced.fits && advanced.sim.step_seconds < r.sim.step_seconds) {
+    advanced.rounds = r.rounds;
+    r = std::move(advanced);
+    cands = std::move(moved);
+  }
+  return {};
+}
+
 // Note [Auto refinement]
 // The greedy prices a swap by the copy queues at one peak; the simulation of the plan it built shows where the
 // compute stream actually waits for copies: for prefetches (at the end of the backward pass, queued behind each
@@ -660,19 +685,6 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
         }
       }
       if (!kept) cands = held, greedy.live = held_live;
-      // Prefetches started earlier where the exact plan has room (Note [Prefetch advance]): kept when that fits
-      // and is faster.
-      std::vector<PrefetchSlot> slots;
-      for (const Candidate& c : cands)
-        if (c.state == State::swap) slots.push_back({c.value, c.bytes, std::max(c.hold, c.fwd_end), c.trigger});
-      if (advance_prefetches(scheduled, r.graph, r.memory, r.sim, {o.budget_bytes, o.prefetch_margin}, slots)) {
-        const std::vector<Candidate> before = cands;
-        for (const PrefetchSlot& s : slots)
-          cands[static_cast<size_t>(greedy.candidate_of[s.value.v])].trigger = s.trigger;
-        AutoResult advanced = LMS_TRY(realize(scheduled, cands, exact, o, /*search=*/false));
-        if (advanced.fits && advanced.sim.step_seconds < r.sim.step_seconds) r = std::move(advanced);
-        else cands = before;
-      }
     }
     r.rounds = round;
     if (r.fits) {
@@ -773,7 +785,10 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
     }
     if (improved) plans.push_back(std::move(cur));
   }
-  // The fastest that fits; else the first mix's (its reason); ties keep the earlier.
+  // Each with its prefetches advanced (Note [Prefetch advance]: last, after the refinement); the fastest that
+  // fits, else the first mix's (its reason); ties keep the earlier.
+  for (Planned& p : plans)
+    if (p.result.fits) LMS_TRY_VOID(advance(scheduled, p.chosen, p.result, exact, o));
   size_t best = 0;
   for (size_t k = 1; k < plans.size(); ++k)
     if (plans[k].result.fits && (!plans[best].result.fits ||

@@ -16,7 +16,10 @@
 //      plan's fragmentation (its arena over its liveness bound) at every position it newly covers. Each move
 //      adds its bytes to the live bytes the next ones see.
 // Triggers only move earlier: a later prefetch costs less memory and never meets a deadline the current one
-// misses. The caller judges the result by an exact plan and a simulation.
+// misses. The caller judges the result by an exact plan and a simulation. The auto planner runs it last, on each
+// plan after the refinement (Note [Auto refinement]): the refinement picks its pins by the waits it sees, and on
+// advanced plans, with fewer prefetches waited for, it missed pins that helped (resnet50 at 5x on a 40 TFLOP/s
+// stand-in: 1.098 s against 1.063 s); last, it only ever makes a plan faster.
 #include "lms/plan/auto/prefetch_advance.h"
 
 #include <algorithm>

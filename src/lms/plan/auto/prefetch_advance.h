@@ -1,4 +1,4 @@
-// Prefetch advance, one of the auto planner's steps (docs/planner.md "The auto strategy", step 7): given a plan
+// Prefetch advance, the auto planner's last step (docs/planner.md "The auto strategy", step 8): given a plan
 // that fits, moves its prefetches' triggers earlier where the rewritten graph's exact liveness has room, so that
 // the host-to-device queue meets its readers' deadlines. The greedy times each prefetch on the schedule before
 // the rewrite and with its estimate of memory; the exact plan and the simulation of the rewritten graph often
