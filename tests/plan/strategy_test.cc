@@ -225,6 +225,30 @@ TEST(Strategy, AutoFitsAndIsNoSlowerThanTflmsOnEveryPreset) {
   }
 }
 
+// Capacity probes (maxbatch, maxres) ask only whether a size fits: with fits_only auto returns its first plan that
+// fits. It must give the same answer as the full search at every budget, from below the hard minimum to the
+// no-swap peak, and its plan must fit when it says so.
+TEST(Strategy, AutoFitsOnlyAnswersAsTheFullSearchDoes) {
+  const Plan none = plan_ok(StrategyOptions{});
+  const int64_t hard = none.memory.min_budget_bytes;
+  int fitting = 0;
+  for (int k = -1; k <= 7; ++k) {
+    const int64_t budget = hard + (none_peak() - hard) * k / 8;
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    StrategyOptions o = auto_options("v100-pcie3", budget);
+    const Plan full = plan_ok(o);
+    o.fits_only = true;
+    const Plan first = plan_ok(o);
+    EXPECT_EQ(first.fits, full.fits);
+    if (first.fits) {
+      EXPECT_LE(first.memory.device_arena_bytes, budget);
+    }
+    fitting += full.fits;
+  }
+  EXPECT_GE(fitting, 6) << fitting;  // the search is asked both ways
+  EXPECT_LT(fitting, 9) << fitting;
+}
+
 TEST(Strategy, AutoRecomputesOnAPcieLinkAndIsDeterministic) {
   const Plan none = plan_ok(StrategyOptions{});
   const int64_t budget = none.memory.min_budget_bytes + (none_peak() - none.memory.min_budget_bytes) / 3;

@@ -74,6 +74,7 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
   StrategyOptions opts = LMS_TRY(planning_options(a, backend));
   StrategyOptions quiet = opts;
   quiet.on_trial = nullptr;  // --verbose shows the search at the answer only
+  quiet.fits_only = true;    // a probe asks whether a size fits; the answer is planned in full below
   Capacity c;
   auto plan_at = [&](int64_t k, const StrategyOptions& o, int64_t& size) -> Result<Plan> {
     ModelArgs m = a.model;

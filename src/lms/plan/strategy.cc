@@ -201,6 +201,7 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   ao.measured = opts.measured;
   ao.budget_bytes = opts.budget_bytes;
   ao.host_budget_bytes = opts.host_budget_bytes;
+  ao.fits_only = opts.fits_only;
   // Auto's swap-ins and clones make lifetimes that one assignment packs much better than another at times
   // (resnet50 b1000 at 16 GiB: 18.8 vs 15.x GiB); it keeps the smaller arena of every assignment, and when
   // none fits the budget but the liveness bound does, searches perturbed orders (Note [Perturbed orders]) until
@@ -226,7 +227,7 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   // Two schedules to start from: the graph's own order and TFLMS's level order, which keeps fewer gradients
   // live at once on deep CNNs at large batch; the faster plan that fits (ties: the graph's order).
   AutoResult own = LMS_TRY(plan_auto(scheduled, workspaces, exact, ao));
-  {
+  if (!(opts.fits_only && own.fits)) {
     Graph levelled = LMS_TRY(tflms_schedule(scheduled));
     std::vector<int64_t> ws;
     if (opts.workspace_bytes) ws = LMS_TRY(opts.workspace_bytes(levelled));
@@ -237,6 +238,23 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
     } else {
       own.rounds += other.rounds;
     }
+  }
+  // Auto's own plan as the result.
+  auto take_own = [&](std::string source) {
+    p.auto_source = std::move(source);
+    p.auto_rounds = own.rounds;
+    p.graph = std::move(own.graph);
+    p.memory = std::move(own.memory);
+    p.choices = std::move(own.choices);
+    p.recompute_flops = own.recompute_flops;
+    for (const AutoChoice& c : p.choices) p.recomputed_tensors += c.kind == AutoChoice::Kind::recompute;
+    p.predicted_step_seconds = own.sim.step_seconds;
+    count_swaps(p);
+    p.fits = own.fits;
+  };
+  if (opts.fits_only && own.fits) {  // StrategyOptions::fits_only: the first plan that fits
+    take_own("auto (its first plan that fits: only whether it fits was asked)");
+    return p;
   }
   Plan tf = LMS_TRY(plan_tflms(p, scheduled, workspaces, opts));
   std::optional<double> tf_seconds;
@@ -251,21 +269,11 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
     tf.auto_rounds = own.rounds;
     return tf;
   }
-  p.auto_source = fmt::format("auto ({})", both);
-  p.auto_rounds = own.rounds;
-  p.graph = std::move(own.graph);
-  p.memory = std::move(own.memory);
-  p.choices = std::move(own.choices);
-  p.recompute_flops = own.recompute_flops;
-  for (const AutoChoice& c : p.choices) p.recomputed_tensors += c.kind == AutoChoice::Kind::recompute;
-  p.predicted_step_seconds = own.sim.step_seconds;
-  count_swaps(p);
-  if (own.fits) {
-    p.fits = true;
-    return p;
-  }
+  const std::optional<Error> why = own.why;
+  take_own(fmt::format("auto ({})", both));
+  if (p.fits) return p;
   // Neither fits: say why with the smaller of the two reasons' plans (auto's own).
-  return not_fitting(std::move(p), *own.why);
+  return not_fitting(std::move(p), *why);
 }
 
 }  // namespace

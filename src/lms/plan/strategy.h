@@ -56,6 +56,8 @@ struct StrategyOptions {
   // auto:
   std::optional<DeviceModel> device_model = {};  // the device auto plans for (required by auto)
   MeasuredTimes measured = {};                   // measured node times (lms profile) overriding the roofline
+  bool fits_only = false;  // auto: whether it fits is all that is asked (capacity probes): the first plan that
+                           // fits is returned, not the fastest (the same answer to "does it fit", far sooner)
 };
 
 struct Plan {

@@ -755,6 +755,10 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
     p.result = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, mix, {}, &p.chosen));
     rounds += p.result.rounds;
     plans.push_back(std::move(p));
+    if (o.fits_only && plans.back().result.fits) {
+      plans.back().result.rounds = rounds;
+      return std::move(plans.back().result);
+    }
   }
   const size_t portfolio = plans.size();
   for (size_t k = 0; k < portfolio; ++k) {

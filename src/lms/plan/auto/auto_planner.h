@@ -43,6 +43,8 @@ struct AutoOptions {
   double refine_min_wait = 0.02;    // ... when compute waits for copies more than this fraction of the step
   int max_chain = 4;                // most ops recomputed together for one value (through values no backward
                                     // op reads, e.g. batch_norm before relu)
+  bool fits_only = false;           // stop at the first plan that fits: no more mixes, no refinement, no
+                                    // prefetch advance (capacity probes ask whether it fits, not how fast)
 };
 
 // One decision of the plan, for reports.
