@@ -269,11 +269,10 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
     tf.auto_rounds = own.rounds;
     return tf;
   }
-  const std::optional<Error> why = own.why;
   take_own(fmt::format("auto ({})", both));
   if (p.fits) return p;
   // Neither fits: say why with the smaller of the two reasons' plans (auto's own).
-  return not_fitting(std::move(p), *why);
+  return not_fitting(std::move(p), *own.why);
 }
 
 }  // namespace
