@@ -243,20 +243,44 @@ struct Greedy {
   // lateness is the largest excess of the copy time due by a deadline over the time available for it
   // (Note [Auto estimate]).
   double queue_lateness(int extra, double t0) const {
-    std::vector<std::pair<double, double>> in, out;  // (deadline, seconds), (release, seconds)
-    auto add_one = [&](const Candidate& c) {
-      in.push_back({tl.start[c.bwd_first], c.copy_in * (1 + o.prefetch_margin)});
-      out.push_back({tl.end[c.producer.v], c.copy_out});
-    };
-    for (int i : swapped) add_one(cands[i]);
-    if (extra >= 0) add_one(cands[extra]);
-    std::sort(in.begin(), in.end());
-    std::sort(out.begin(), out.end(), std::greater<>());
+    // The chosen swaps' queues are sorted once per step (sort_queues); `extra` is merged in at its place, so the
+    // sums run in the order a sort of all of them would give.
+    using Copy = std::pair<double, double>;
+    const bool with = extra >= 0;
+    const Copy in_extra = with ? Copy{tl.start[cands[extra].bwd_first], cands[extra].copy_in * (1 + o.prefetch_margin)}
+                               : Copy{};
+    const Copy out_extra = with ? Copy{tl.end[cands[extra].producer.v], cands[extra].copy_out} : Copy{};
     double late_in = 0, late_out = 0, due = 0;
-    for (auto [deadline, secs] : in) late_in = std::max(late_in, (due += secs) - (deadline - t0));
+    auto in_step = [&](const Copy& c) { late_in = std::max(late_in, (due += c.second) - (c.first - t0)); };
+    bool merged = !with;
+    for (const Copy& c : queue_in) {
+      if (!merged && in_extra < c) in_step(in_extra), merged = true;
+      in_step(c);
+    }
+    if (!merged) in_step(in_extra);
     due = 0;
-    for (auto [release, secs] : out) late_out = std::max(late_out, (due += secs) - (t0 - release));
+    auto out_step = [&](const Copy& c) { late_out = std::max(late_out, (due += c.second) - (t0 - c.first)); };
+    merged = !with;
+    for (const Copy& c : queue_out) {
+      if (!merged && c < out_extra) out_step(out_extra), merged = true;
+      out_step(c);
+    }
+    if (!merged) out_step(out_extra);
     return late_in + late_out;
+  }
+  // The chosen swaps' prefetches (deadline, seconds) by deadline and copies out (release, seconds) latest first:
+  // the queues queue_lateness walks.
+  std::vector<std::pair<double, double>> queue_in, queue_out;
+  void sort_queues() {
+    queue_in.clear();
+    queue_out.clear();
+    for (int i : swapped) {
+      const Candidate& c = cands[i];
+      queue_in.push_back({tl.start[c.bwd_first], c.copy_in * (1 + o.prefetch_margin)});
+      queue_out.push_back({tl.end[c.producer.v], c.copy_out});
+    }
+    std::sort(queue_in.begin(), queue_in.end());
+    std::sort(queue_out.begin(), queue_out.end(), std::greater<>());
   }
   double swap_cost(int i, double t0, double now) const {
     return std::max(unhidden(cands[i], cands[i].trigger), queue_lateness(i, t0) - now);
@@ -417,6 +441,7 @@ struct Greedy {
       const int peak = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
       if (live[peak] <= target) return true;
       const double t0 = tl.start[peak];
+      sort_queues();
       const double now = queue_lateness(-1, t0);
       int best = -1;
       Move best_move = Move::swap;
