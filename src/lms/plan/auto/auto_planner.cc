@@ -50,12 +50,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <utility>
 
 #include "lms/ir/verifier.h"
 #include "lms/passes/recompute.h"
 #include "lms/passes/swap.h"
+#include "lms/plan/auto/candidates.h"
 #include "lms/plan/auto/prefetch_advance.h"
 #include "lms/plan/liveness.h"
 #include "lms/plan/schedule.h"
@@ -65,7 +65,13 @@ namespace lms {
 
 namespace {
 
-enum class State : uint8_t { keep, swap, recompute };
+using autoplan::Candidate;
+using autoplan::find_candidates;
+using autoplan::gap_of;
+using autoplan::latest_starting_before;
+using autoplan::State;
+using autoplan::Timeline;
+using autoplan::timeline;
 
 // Which moves a greedy run may make. Each run is a deterministic greedy; plan_auto runs both, both_cascade,
 // swap_only and recompute_only and keeps the fastest plan that fits (Note [Auto portfolio]). `both_strict`, run
@@ -74,143 +80,6 @@ enum class State : uint8_t { keep, swap, recompute };
 // a recomputation: slower plans, but at the edge of capacity fewer clones live together late in the backward
 // pass. `both_cascade` is `both` with the cascading estimate of clone positions (Note [Auto portfolio]).
 enum class Mix : uint8_t { both, swap_only, recompute_only, both_strict, both_cascade };
-
-struct Candidate {
-  ValueId value;
-  NodeId producer;
-  int64_t bytes = 0;
-  int fwd_end = 0;    // e: the producer's or the last non-backward reader's position
-  int bwd_first = 0;  // f: the first backward reader's position
-  double copy_out = 0, copy_in = 0;  // seconds
-  double gap = 0;                    // start(f) - end(e), seconds
-  int trigger = 0;                   // k in [e, f): the prefetch's trigger by its copy duration
-  int hold = 0;                      // swap: h in [e, k], the last position that keeps its space (place_holds)
-  int freed_lo = 0, freed_hi = -1;   // positions where the estimate counts it freed (empty: lo > hi)
-  bool recomputable = false;
-  std::vector<ValueId> chain;        // values cloned for it, earliest first, ending with `value`
-  double recompute_seconds = 0;
-  State state = State::keep;
-  double seconds = 0;                // the added time estimated when chosen
-};
-
-bool cloneable(const Graph& g, NodeId n) { return not_recomputable(g.def(n)).empty(); }
-
-// The gap of `v`: e, its producer's or last non-late reader's position, and f, its first late reader's
-// (INT32_MAX: none).
-std::pair<int, int> gap_of(const Graph& g, ValueId v) {
-  int e = static_cast<int>(g.value(v).producer.v), f = INT32_MAX;
-  for (NodeId r : g.value(v).consumers) {
-    if (is_late_reader(g, r)) f = std::min(f, static_cast<int>(r.v));
-    else e = std::max(e, static_cast<int>(r.v));
-  }
-  return {e, f};
-}
-
-// The largest position k in [lo, hi) whose end is <= t (ends are non-decreasing on the compute stream), or lo.
-int latest_ending_by(const std::vector<double>& end, int lo, int hi, double t) {
-  auto first = end.begin() + lo, last = end.begin() + hi;
-  auto it = std::upper_bound(first, last, t);  // first end > t
-  return it == first ? lo : static_cast<int>(it - end.begin()) - 1;
-}
-
-// The largest position k in [lo, hi) whose start is < t (starts are non-decreasing), or lo.
-int latest_starting_before(const std::vector<double>& start, int lo, int hi, double t) {
-  auto first = start.begin() + lo, last = start.begin() + hi;
-  auto it = std::lower_bound(first, last, t);  // first start >= t
-  return it == first ? lo : static_cast<int>(it - start.begin()) - 1;
-}
-
-struct Timeline {
-  std::vector<double> seconds, start, end;
-  double step = 0;
-};
-
-Result<Timeline> timeline(const Graph& g, const AutoOptions& o) {
-  Timeline t;
-  t.seconds = op_times(g, o.device, o.measured.empty() ? nullptr : &o.measured);
-  TimeSimResult r = LMS_TRY(simulate_time(g, t.seconds));
-  t.start = std::move(r.start);
-  t.end = std::move(r.end);
-  t.step = r.step_seconds;
-  return t;
-}
-
-double copy_seconds(int64_t bytes, double rate, const DeviceModel& d) {
-  return d.copy_latency_s + static_cast<double>(bytes) / rate;
-}
-
-// Last position at which `v` is read (its producer's if nobody reads it); the end for graph outputs.
-int last_use(const Graph& g, ValueId v) {
-  const auto& outs = g.outputs();
-  if (std::find(outs.begin(), outs.end(), v) != outs.end()) return static_cast<int>(g.num_nodes());
-  const auto& cs = g.value(v).consumers;
-  return static_cast<int>(cs.empty() ? g.value(v).producer.v : cs.back().v);
-}
-
-// The forward activations a backward op reads, with their gaps, copy times, triggers and recompute chains.
-std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const AutoOptions& o) {
-  std::vector<int> aliased(g.num_values(), 0);  // values whose storage another value shares
-  for (size_t i = 0; i < g.num_values(); ++i) {
-    ValueId v{static_cast<uint32_t>(i)};
-    if (g.storage_root(v) != v) ++aliased[g.storage_root(v).v], ++aliased[i];
-  }
-  std::vector<Candidate> out;
-  for (NodeId n : g.node_ids()) {
-    const OpDef& d = g.def(n);
-    if (g.node(n).category != Category::fwd || d.traits.source || d.traits.is_copy || d.traits.in_place) continue;
-    for (ValueId v : g.node(n).outputs) {
-      const Value& val = g.value(v);
-      if (aliased[v.v] || val.placement != Placement::device || g.is_persistent(v) || val.type.bytes() == 0) continue;
-      if (last_use(g, v) == static_cast<int>(g.num_nodes())) continue;  // a graph output stays
-      Candidate c;
-      c.value = v;
-      c.producer = n;
-      c.bytes = val.type.bytes();
-      std::tie(c.fwd_end, c.bwd_first) = gap_of(g, v);
-      if (c.bwd_first == INT32_MAX || c.bwd_first <= c.fwd_end + 1) continue;  // no gap to free
-      c.copy_out = copy_seconds(c.bytes, o.device.d2h_bytes_per_s, o.device);
-      c.copy_in = copy_seconds(c.bytes, o.device.h2d_bytes_per_s, o.device);
-      c.hold = c.fwd_end;
-      c.gap = tl.start[c.bwd_first] - tl.end[c.fwd_end];
-      c.trigger = latest_ending_by(tl.end, c.fwd_end, c.bwd_first,
-                                   tl.start[c.bwd_first] - c.copy_in * (1 + o.prefetch_margin));
-      out.push_back(std::move(c));
-    }
-  }
-  // Recompute chains: the value's producer, and (recursively) the producers of its inputs that are no longer
-  // resident at its first backward reader, provided they are cloneable, are read by no backward op themselves
-  // (not candidates), and the chain stays within max_chain ops.
-  std::vector<int> candidate_of(g.num_values(), -1);
-  for (size_t i = 0; i < out.size(); ++i) candidate_of[out[i].value.v] = static_cast<int>(i);
-  for (Candidate& c : out) {
-    if (!cloneable(g, c.producer)) continue;
-    std::vector<ValueId> chain{c.value};
-    bool ok = true;
-    for (size_t i = 0; i < chain.size() && ok; ++i)
-      for (ValueId in : g.node(g.value(chain[i]).producer).inputs) {
-        const NodeId p = g.value(in).producer;
-        if (g.is_persistent(in) || g.def(p).traits.source || last_use(g, in) >= c.bwd_first) continue;  // resident
-        if (std::find(chain.begin(), chain.end(), in) != chain.end()) continue;
-        if (candidate_of[in.v] >= 0 || !cloneable(g, p) || static_cast<int>(chain.size()) >= o.max_chain) {
-          ok = false;
-          break;
-        }
-        chain.push_back(in);
-      }
-    if (!ok) continue;
-    std::sort(chain.begin(), chain.end(), [&](ValueId a, ValueId b) {
-      return g.value(a).producer < g.value(b).producer;
-    });
-    // One output per producer (recompute's rule).
-    for (size_t i = 1; i < chain.size(); ++i)
-      if (g.value(chain[i]).producer == g.value(chain[i - 1]).producer) ok = false;
-    if (!ok) continue;
-    c.recomputable = true;
-    for (ValueId v : chain) c.recompute_seconds += tl.seconds[g.value(v).producer.v];
-    c.chain = std::move(chain);
-  }
-  return out;
-}
 
 struct Greedy {
   Greedy(const Graph& g, const Timeline& tl, const AutoOptions& o, std::vector<Candidate>& cands,
