@@ -132,7 +132,8 @@ void print_plan(const std::string& graph, const Plan& p, const std::optional<Pre
   } else if (p.fits && p.strategy != Strategy::none && !p.lms_needed) {
     fmt::print("  LMS not needed: everything fits without swapping\n");
   }
-  if (p.strategy == Strategy::automatic && p.lms_needed && !p.auto_source.empty()) {  // empty: refused before it
+  // auto_source is empty when the budget was refused before auto planned (below the hard minimum)
+  if (p.strategy == Strategy::automatic && p.lms_needed && !p.auto_source.empty()) {
     fmt::print("  auto            took {}\n", p.auto_source);
     if (!p.choices.empty()) print_costliest(p);
   }
