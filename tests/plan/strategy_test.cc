@@ -292,6 +292,15 @@ Result<Plan> resnet50_auto_at_16gib(int64_t batch) {
   return try_plan(momentum_training("resnet50", mo), auto_options("h200-pcie5", int64_t{16} << 30));
 }
 
+// resnet50 at `batch` at 16 GiB on h200-pcie5: auto's plan fits and is predicted under `seconds` per step.
+void expect_resnet50_auto_under(int64_t batch, double seconds) {
+  auto p = resnet50_auto_at_16gib(batch);
+  ASSERT_TRUE(p.has_value()) << p.error().str();
+  ASSERT_TRUE(p->fits);
+  ASSERT_TRUE(p->predicted_step_seconds.has_value());
+  EXPECT_LT(*p->predicted_step_seconds, seconds) << p->auto_source;
+}
+
 // The host-to-device stream copies in node order, so auto queues its prefetches earliest deadline first: in the
 // rewritten graph the swap_ins' first readers come in node order. resnet50 at 4x the batch that fits 16 GiB
 // without LMS, on PCIe 5, where the greedy's triggers alone put a 0.3 GiB prefetch behind a 2.4 GiB one needed
@@ -319,13 +328,7 @@ TEST(Strategy, AutoQueuesItsPrefetchesEarliestDeadlineFirst) {
 // 23 ms (0.505 s), and the prefetch advance (Note [Prefetch advance]) starts its prefetches where the exact plan
 // has room while the link idles: under 10 ms of waiting, 0.492 s (the cuda issue's goal at 4x, 0.8 of the
 // unconstrained rate, is 796 / (0.8 x 2018/s, none at batch 199) = 0.493 s on this prediction).
-TEST(Strategy, AutoStartsPrefetchesWhereTheExactPlanHasRoom) {
-  auto p = resnet50_auto_at_16gib(796);
-  ASSERT_TRUE(p.has_value()) << p.error().str();
-  ASSERT_TRUE(p->fits);
-  ASSERT_TRUE(p->predicted_step_seconds.has_value());
-  EXPECT_LT(*p->predicted_step_seconds, 0.5) << p->auto_source;
-}
+TEST(Strategy, AutoStartsPrefetchesWhereTheExactPlanHasRoom) { expect_resnet50_auto_under(796, 0.5); }
 
 // On a device whose f32 convolutions run at 40 TFLOP/s rather than the datasheet's 67 (closer to what cuDNN
 // reaches), resnet50 at 4x the batch that fits 16 GiB: the greedy that moves recomputations with their readers
@@ -359,13 +362,7 @@ TEST(Strategy, AutoRecomputesAtFourTimesTheUnconstrainedBatchOnASlowerDevice) {
 // reusing the space of swapped activations), which the greedy's estimate does not see. The refinement counts
 // those waits once the prefetch waits are done (Note [Auto refinement]) and pins what they wait for as
 // recomputations: 0.779 s predicted, against 0.879 s when it counted the prefetches only.
-TEST(Strategy, AutoRefinesTheSwapsTheForwardPassWaitsFor) {
-  auto a = resnet50_auto_at_16gib(995);
-  ASSERT_TRUE(a.has_value()) << a.error().str();
-  ASSERT_TRUE(a->fits);
-  ASSERT_TRUE(a->predicted_step_seconds.has_value());
-  EXPECT_LT(*a->predicted_step_seconds, 0.83) << a->auto_source;
-}
+TEST(Strategy, AutoRefinesTheSwapsTheForwardPassWaitsFor) { expect_resnet50_auto_under(995, 0.83); }
 
 // resnet50 at batch 1240 on h100-pcie5 at 16 GiB: with the stem's argmax positions (the default training graph)
 // no plan fits, since recomputing them at the end of the backward pass takes clones of the stem's batch norm and
