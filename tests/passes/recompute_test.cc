@@ -2,7 +2,7 @@
 // backward op reads: the result verifies, its node order is a valid schedule, backward readers read the clones
 // and forward readers the originals; run on the reference backend (mlp, resnet18) it trains to bit-identical
 // losses and parameters. On hand-written graphs: the statistics, `.re2` names, the in-place guard, a graph
-// out of schedule order, and option errors.
+// out of schedule order, and option errors. Segments: resnet18's blocks remade whole, bit-identical training.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -118,6 +118,44 @@ TEST(Recompute, TrainingGivesBitIdenticalLossesAndParameters) {
     ASSERT_TRUE(a.run && b.run);
     expect_same_training(*a.run, *b.run);
   }
+}
+
+TEST(Recompute, SegmentsTrainBitIdentically) {
+  // resnet18: every block's output remade whole from the block's input (a segment per block: its forward ops, the
+  // last one's output the target), each reading the previous block's remade output, while every other
+  // recomputable activation is recomputed as a value too, so the insides are cloned twice.
+  Graph plain = training_graph("resnet18", resnet18());
+  std::vector<std::string> values;
+  std::vector<std::vector<std::string>> segments;
+  for (const std::string& name : recomputable_activations(plain)) {
+    const size_t dot = name.find('.', name.find('.') + 1);  // "layer1.1" of "layer1.1.relu"
+    if (name.starts_with("layer") && name.substr(dot) == ".relu") {
+      std::vector<std::string> seg;
+      for (NodeId n : plain.node_ids())
+        if (cloneable(plain, n) && plain.value(plain.first_output(n)).name.starts_with(name.substr(0, dot + 1)))
+          seg.push_back(plain.value(plain.first_output(n)).name);
+      segments.push_back(std::move(seg));
+    } else {
+      values.push_back(name);
+    }
+  }
+  ASSERT_EQ(segments.size(), 8u);
+  ASSERT_GE(segments[2].size(), 9u);  // layer2.0: two convolutions and a downsample, each normalized
+  Graph rewritten = plain;
+  auto stats = insert_recompute(rewritten, RecomputeOptions{values, segments});
+  ASSERT_TRUE(stats.has_value()) << stats.error().str();
+  size_t members = 0;
+  for (const auto& seg : segments) members += seg.size();
+  EXPECT_EQ(stats->clones, static_cast<int>(values.size() + members));
+  ASSERT_TRUE(verify(rewritten).has_value());
+  // The last block's output is read backward through its segment's clone, which reads the block before's.
+  const ValueId target = *rewritten.find_value("layer4.1.relu");
+  for (NodeId c : rewritten.value(target).consumers) EXPECT_NE(rewritten.node(c).category, Category::bwd);
+  const Node& remade = rewritten.node(rewritten.value(*rewritten.find_value("layer4.1.relu.re")).producer);
+  EXPECT_EQ(remade.category, Category::recompute);
+  auto a = two_steps(plain), b = two_steps(rewritten);
+  ASSERT_TRUE(a.run && b.run);
+  expect_same_training(*a.run, *b.run);
 }
 
 TEST(Recompute, StatsAndNames) {
