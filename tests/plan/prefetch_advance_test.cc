@@ -1,13 +1,15 @@
 // The auto planner's prefetch advance (plan/auto/prefetch_advance.h) on hand-made graphs whose timelines and
 // liveness are worked out below: a late prefetch moves back to the last node ending by its latest start, no
 // further than the exact live bytes allow, never before its earliest position, and one that is early enough
-// stays; prefetches on one queue get latest starts that meet every deadline.
+// stays; prefetches on one queue get latest starts that meet every deadline; deadlines are when the readers could
+// start, and a trigger past the first late reader (a clone) counts from where the prefetch is.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "lms/ir/parser.h"
+#include "lms/passes/recompute.h"
 #include "lms/passes/swap.h"
 #include "lms/plan/auto/prefetch_advance.h"
 #include "lms/plan/memory_planner.h"
@@ -37,13 +39,16 @@ struct Planned {
   TimeSimResult sim;
 };
 
-// `text` with `swaps` applied, planned, and simulated with 1 s per node (0 for inputs).
-Planned plan(std::string_view text, const std::vector<SwapChoice>& swaps) {
+// `text` with `recomputed` and then `swaps` applied, planned, and simulated with 1 s per node (0 for inputs).
+Planned plan(std::string_view text, const std::vector<SwapChoice>& swaps,
+             const std::vector<std::string>& recomputed = {}) {
   Planned p;
   auto g = parse_graph(text);
   EXPECT_TRUE(g.has_value()) << g.error().str();
   p.scheduled = *g;
   p.rewritten = *g;
+  auto rc = insert_recompute(p.rewritten, RecomputeOptions{recomputed});
+  EXPECT_TRUE(rc.has_value()) << rc.error().str();
   auto s = insert_swaps(p.rewritten, SwapOptions{swaps});
   EXPECT_TRUE(s.has_value()) << s.error().str();
   auto m = plan_memory(p.rewritten);
@@ -62,20 +67,21 @@ PrefetchSlot slot(const Planned& p, const std::string& value, int earliest, int 
 }
 
 // Rewritten: x0 a1 a.out2 b3 c4 d5 e6 a.in7 f8 (the prefetch triggered by %e). Compute: a [0,1], b [1,2],
-// c [2,3], d [3,4], e [4,5]; the copy out [1,2]; the prefetch [5,6]; f waits for it: [6,7]. f's deadline is 6 less
-// 0.1 of the 1 s copy, so the copy's latest start is 4.9: %d (ends at 4) is the last node ending by then. Live
-// tensors: x and a at 1, a at 2, a and b at 3, b and c at 4, c and d at 5, d and e at 6, e and a.in at 7, e, a.in
-// and f at 8: the arena is 3 tensors, and the prefetch newly covers position 6 (2 tensors) when %d triggers it.
+// c [2,3], d [3,4], e [4,5]; the copy out [1,2]; the prefetch [5,6]; f waits for it: [6,7]. f could start at 5
+// (when %e ends; its predicted start, 6, is late by the wait for this copy), so the deadline is 5 less 0.1 of the
+// 1 s copy and the copy's latest start 3.9: %c (ends at 3) is the last node ending by then. Live tensors: x and a
+// at 1, a at 2, a and b at 3, b and c at 4, c and d at 5, d and e at 6, e and a.in at 7, e, a.in and f at 8: the
+// arena is 3 tensors, and the prefetch newly covers positions 5 and 6 (2 tensors each) when %c triggers it.
 TEST(PrefetchAdvance, MovesALatePrefetchBackToTheLastNodeEndingByItsLatestStart) {
   const Planned p = plan(kChain, {{"a", "e"}});
   ASSERT_EQ(p.memory.device_arena_bytes, 3 * kT);
   ASSERT_EQ(p.sim.step_seconds, 7.0);
   std::vector<PrefetchSlot> slots{slot(p, "a", 2, 5)};
   EXPECT_TRUE(advance_prefetches(p.scheduled, p.rewritten, p.memory, p.sim, {3 * kT, 0.1}, slots));
-  EXPECT_EQ(slots[0].trigger, 4);  // %d
+  EXPECT_EQ(slots[0].trigger, 3);  // %c
 
-  // Moved there, the prefetch ends by f's start: no wait, one second less.
-  const Planned q = plan(kChain, {{"a", "d"}});
+  // Moved there, the prefetch ends with the margin before f could start: no wait, one second less.
+  const Planned q = plan(kChain, {{"a", "c"}});
   EXPECT_EQ(q.sim.step_seconds, 6.0);
 }
 
@@ -115,6 +121,24 @@ std::string two_swapped(std::string_view reads) {
 // %f reads %b, %g reads %a.
 const std::string kTwo = two_swapped("  %f = add(%e, %b) : f32[16] #bwd\n  %g = add(%f, %a) : f32[16] #bwd\n");
 
+// %b recomputed for %f (its clone reads %a), %a swapped: the clone is %a's first late reader, and a trigger the
+// greedy placed after it counts from where the swap pass put the prefetch, right before the clone.
+TEST(PrefetchAdvance, ATriggerPastTheFirstLateReaderCountsFromWhereThePrefetchIs) {
+  const std::string text = two_swapped("  %f = add(%e, %b) : f32[16] #bwd\n");
+  // Scheduled x0 a1 b2 h3 c4 d5 e6 f7; rewritten x0 a1 a.out2 b3 h4 c5 d6 e7 a.in8 b.re9 f10: a [0,1], b [1,2],
+  // h [2,3], c [3,4], d [4,5], e [5,6], a.in [6,7], b.re waits, [7,8], f [8,9]. The greedy's trigger is %f
+  // (scheduled position 7), past the clone; the prefetch follows %e.
+  const Planned p = plan(text, {{"a", "e"}}, {"b"});
+  ASSERT_EQ(p.sim.step_seconds, 9.0);
+  std::vector<PrefetchSlot> slots{slot(p, "a", 2, 7)};
+  EXPECT_TRUE(
+      advance_prefetches(p.scheduled, p.rewritten, p.memory, p.sim, {p.memory.device_arena_bytes, 0.1}, slots));
+  // b.re could start at 6: latest start 4.9, %c (ends at 4). Counted from %f, the positions from %e to %f would
+  // count %a twice (it is back from a.in on) and leave no room under the arena.
+  EXPECT_EQ(slots[0].trigger, 4);
+  EXPECT_EQ(plan(text, {{"a", "c"}}, {"b"}).sim.step_seconds, 8.0);
+}
+
 TEST(PrefetchAdvance, TwoPrefetchesOnOneQueueMeetBothDeadlines) {
   // Prefetch %b after %e and %a after %f: x0 a1 a.out2 b3 b.out4 h5 c6 d7 e8 b.in9 f10 a.in11 g12. Compute a [0,1],
   // b [1,2], h [2,3], c [3,4], d [4,5], e [5,6]; b.in [6,7]; f waits for it, [7,8]; a.in [8,9]; g waits, [9,10].
@@ -122,12 +146,13 @@ TEST(PrefetchAdvance, TwoPrefetchesOnOneQueueMeetBothDeadlines) {
   ASSERT_EQ(p.sim.step_seconds, 10.0);
   std::vector<PrefetchSlot> slots{slot(p, "a", 2, 7), slot(p, "b", 3, 6)};
   EXPECT_TRUE(advance_prefetches(p.scheduled, p.rewritten, p.memory, p.sim, {8 * kT, 0.1}, slots));
-  // Deadlines (less 0.1 s): g's 8.9 for a, f's 6.9 for b. Latest starts, the later first: a 7.9, b min(6.9, 7.9)
-  // - 1 = 5.9. The last nodes ending by them: %e (6) for a, %d (5) for b.
+  // Deadlines (when the readers could start, less 0.1 s): g's 8 (f's end) less 0.1 for a, f's 6 (e's end) less
+  // 0.1 for b. Latest starts, the later first: a 7.9 - 1 = 6.9, b min(5.9, 6.9) - 1 = 4.9. The last nodes ending
+  // by them: %e (6) for a, %c (4) for b.
   EXPECT_EQ(slots[0].trigger, 6);  // a: %e
-  EXPECT_EQ(slots[1].trigger, 5);  // b: %d
-  // Then: b.in after %d [5,6], e [5,6], a.in after %e [6,7], f [6,7], g [7,8].
-  const Planned q = plan(kTwo, {{"a", "e"}, {"b", "d"}});
+  EXPECT_EQ(slots[1].trigger, 4);  // b: %c
+  // Then: b.in after %c [4,5], d [4,5], e [5,6], a.in after %e [6,7], f [6,7], g [7,8].
+  const Planned q = plan(kTwo, {{"a", "e"}, {"b", "c"}});
   EXPECT_EQ(q.sim.step_seconds, 8.0);
 }
 
@@ -141,12 +166,12 @@ TEST(PrefetchAdvance, CopiesQueuedForOneDeadlineStartOneAfterTheOther) {
   ASSERT_EQ(p.sim.step_seconds, 10.0);
   std::vector<PrefetchSlot> slots{slot(p, "a", 2, 6), slot(p, "b", 3, 6)};
   EXPECT_TRUE(advance_prefetches(p.scheduled, p.rewritten, p.memory, p.sim, {8 * kT, 0.1}, slots));
-  // Deadline 7.9 for both (ties: the later slot is copied last): b's latest start 6.9, a's 5.9. %e ends at 6, so
-  // b stays; a moves to %d (ends at 5).
-  EXPECT_EQ(slots[0].trigger, 5);
-  EXPECT_EQ(slots[1].trigger, 6);
-  // Then: a.in after %d [5,6], e [5,6], b.in [6,7], f [7,8], g [8,9].
-  EXPECT_EQ(plan(kBoth, {{"a", "d"}, {"b", "e"}}).sim.step_seconds, 9.0);
+  // f could start at 6 (e's end): deadline 5.9 for both (ties: the later slot is copied last): b's latest start
+  // 4.9, a's 3.9. b moves to %c (ends at 4), a to %h (ends at 3).
+  EXPECT_EQ(slots[0].trigger, 3);
+  EXPECT_EQ(slots[1].trigger, 4);
+  // Then: a.in after %h [3,4], c [3,4], b.in after %c [4,5], d [4,5], e [5,6], f [6,7], g [7,8].
+  EXPECT_EQ(plan(kBoth, {{"a", "h"}, {"b", "c"}}).sim.step_seconds, 8.0);
 }
 
 }  // namespace

@@ -81,6 +81,7 @@ nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>&
         e["hold"] = c.hold;
       } else {
         e["chain"] = c.chain;
+        if (!c.remade_from.empty()) e["remade_from"] = c.remade_from;
       }
       list.push_back(e);
     }
@@ -113,7 +114,10 @@ void print_costliest(const Plan& p) {
                  c.hold.empty() ? "" : fmt::format("held through %{}; ", c.hold), c.trigger);
     else
       fmt::print("    recompute %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s{})\n", c.value, format_bytes(c.bytes),
-                 c.seconds, c.gap_seconds, c.chain.empty() ? "" : fmt::format("; with %{}", fmt::join(c.chain, ", %")));
+                 c.seconds, c.gap_seconds,
+                 !c.remade_from.empty() ? fmt::format("; remade from %{} by {} ops", c.remade_from, c.chain.size() + 1)
+                 : c.chain.empty()      ? ""
+                                        : fmt::format("; with %{}", fmt::join(c.chain, ", %")));
   }
 }
 

@@ -46,6 +46,21 @@
 // sometimes faster (resnet50 at 3x: 0.328 s against 0.367 s), so both run. When none fits, one more runs with
 // both moves under stricter rules (Mix::both_strict), which at the edge of capacity leave fewer clones live at
 // once. Each costs one estimate and a few exact plans (docs/results.md has the planning times).
+//
+// Note [Auto segments]
+// A value's recompute chain stops at values a backward op reads, which are resident or recomputed for their own
+// readers. So a residual block's output (relu(add(bn3(conv3(..)), input))) can only be recomputed from its
+// block's conv3 output, and once that is recomputed too, the cascade pulls the whole block's clones to the first
+// reader of its output, live from there to the block's own backward pass: in practice block outputs are kept or
+// swapped. Its *segment* (candidates.h) remakes it from the block's input alone, cloning the block's insides
+// again for it only (recompute.h, segments): nested recomputation, a few ms of compute for a whole stage's
+// outputs. Mix::both_segment is the cascading greedy with each candidate that has a segment recomputed by it
+// instead of its chain. A segment's clones need their transient bytes where they run (a block's worth: resnet50's
+// first stage at 4x its unconstrained batch, 4.8 GiB); clones at one position run one after another, so this
+// greedy counts the largest transient at a position, not their sum, and lets a segment add a peak there as high
+// as the current one, not only up to the target (at the target, no segment was ever chosen while the forward
+// pass's peak was far above it). At resnet50 4x on h200-pcie5 it remakes the first stage's last two outputs and
+// wins: 3767 GFLOP recomputed against 5900, 0.460 s against 0.482 s.
 #include "lms/plan/auto/auto_planner.h"
 
 #include <algorithm>
@@ -78,8 +93,9 @@ using autoplan::timeline;
 // only when none of them fits,
 // recomputes only where the estimate at the clone's place stays under the target and never turns a swap into
 // a recomputation: slower plans, but at the edge of capacity fewer clones live together late in the backward
-// pass. `both_cascade` is `both` with the cascading estimate of clone positions (Note [Auto portfolio]).
-enum class Mix : uint8_t { both, swap_only, recompute_only, both_strict, both_cascade };
+// pass. `both_cascade` is `both` with the cascading estimate of clone positions (Note [Auto portfolio]);
+// `both_segment` is `both_cascade` with each candidate that has a segment recomputed by it (Note [Auto segments]).
+enum class Mix : uint8_t { both, swap_only, recompute_only, both_strict, both_cascade, both_segment };
 
 struct Greedy {
   Greedy(const Graph& g, const Timeline& tl, const AutoOptions& o, std::vector<Candidate>& cands,
@@ -88,6 +104,7 @@ struct Greedy {
         producer_recomputed(g.num_nodes(), 0), candidate_of(g.num_values(), -1),
         first_clone(g.num_values(), INT32_MAX) {
     for (size_t i = 0; i < cands.size(); ++i) candidate_of[cands[i].value.v] = static_cast<int>(i);
+    if (mix == Mix::both_segment) transients.resize(this->live.size());
   }
 
   const Graph& g;
@@ -98,6 +115,7 @@ struct Greedy {
   Mix mix;
   int64_t host_bytes = 0;            // bytes of the chosen swaps
   int64_t target = 0;                // of the current run
+  int64_t peak_live = 0;             // live[] at the current step's peak
   std::vector<int> swapped;          // chosen swaps (indices into cands)
   std::vector<int> producer_recomputed;  // by NodeId: clones chosen of this producer (recompute: one output)
   std::vector<int> candidate_of;         // by ValueId: index into cands, or -1
@@ -157,6 +175,31 @@ struct Greedy {
   void add(int lo, int hi, int64_t bytes) {  // positions [lo, hi]
     for (int p = std::max(lo, 0); p <= hi && p < static_cast<int>(live.size()); ++p) live[p] += bytes;
   }
+  // The bytes of clones' other outputs placed at position p, live while they run (Greedy::transient). The
+  // clones at one position run one after another: with segments (Mix::both_segment, whose transients are whole
+  // blocks) live[p] counts the largest of them; otherwise, as the plain and cascading greedies always have,
+  // their sum.
+  std::vector<std::vector<int64_t>> transients;  // by position, Mix::both_segment only
+  int64_t transient_max(int p) const {
+    return transients.empty() || transients[p].empty() ? 0 : *std::max_element(transients[p].begin(), transients[p].end());
+  }
+  int64_t transient_growth(int p, int64_t bytes) const {  // what placing `bytes` more at p adds to live[p]
+    return transients.empty() ? bytes : std::max<int64_t>(0, bytes - transient_max(p));
+  }
+  void add_transient(int p, int64_t bytes) {
+    if (p >= static_cast<int>(live.size())) return;
+    if (transients.empty()) return add(p, p, bytes);
+    const int64_t before = transient_max(p);
+    transients[p].push_back(bytes);
+    add(p, p, transient_max(p) - before);
+  }
+  void remove_transient(int p, int64_t bytes) {
+    if (p >= static_cast<int>(live.size())) return;
+    if (transients.empty()) return add(p, p, -bytes);
+    const int64_t before = transient_max(p);
+    transients[p].erase(std::find(transients[p].begin(), transients[p].end(), bytes));
+    add(p, p, transient_max(p) - before);
+  }
   // Counts `c` freed over positions [lo, hi] instead of where it was counted freed before.
   void free_over(Candidate& c, int lo, int hi) {
     add(c.freed_lo, c.freed_hi, c.bytes);
@@ -171,6 +214,7 @@ struct Greedy {
   // Bytes of the chain's other clones (and of several-output clones' other outputs), live while the value is
   // recomputed: a recomputation must not make a new peak there.
   int64_t transient(const Candidate& c) const {
+    if (c.segmented) return c.segment_transient;
     int64_t bytes = 0;
     for (ValueId v : c.chain)
       for (ValueId out : g.node(g.value(v).producer).outputs)
@@ -189,12 +233,12 @@ struct Greedy {
     } else if (w.state == State::recompute && recompute_at(w) < w.bwd_first) {
       // Cascading: its clones move earlier with their other outputs, and so must what they read (recursively: a
       // chain of recomputations all runs before the first of them is read; Note [Auto portfolio]).
-      const bool cascade = mix == Mix::both_cascade;
-      if (cascade) add(w.bwd_first, w.bwd_first, -transient(w));
+      const bool cascade = mix == Mix::both_cascade || mix == Mix::both_segment;
+      if (cascade) remove_transient(w.bwd_first, transient(w));
       w.bwd_first = recompute_at(w);
       free_over(w, w.fwd_end + 1, w.bwd_first - 1);
       if (cascade) {
-        add(w.bwd_first, w.bwd_first, transient(w));
+        add_transient(w.bwd_first, transient(w));
         clone_inputs_read(w);
       }
     }
@@ -211,8 +255,10 @@ struct Greedy {
   bool may_recompute(const Candidate& c) const {
     if (mix == Mix::swap_only || !c.recomputable) return false;
     const bool strict = transient(c) > 0 || mix == Mix::both_strict;
-    if (strict && live[recompute_at(c)] + transient(c) > target) return false;
-    for (ValueId v : c.chain)
+    // A segment's clones (a whole block) may add a peak where they run, but not above the current one.
+    const int64_t limit = c.segmented ? std::max(target, peak_live) : target;
+    if (strict && live[recompute_at(c)] + transient_growth(recompute_at(c), transient(c)) > limit) return false;
+    for (ValueId v : c.exclusive())
       if (producer_recomputed[g.value(v).producer.v]) return false;
     return true;
   }
@@ -220,8 +266,8 @@ struct Greedy {
     c.state = State::recompute;
     c.bwd_first = recompute_at(c);
     free_over(c, c.fwd_end + 1, c.bwd_first - 1);
-    add(c.bwd_first, c.bwd_first, transient(c));
-    for (ValueId v : c.chain) producer_recomputed[g.value(v).producer.v] = 1;
+    add_transient(c.bwd_first, transient(c));
+    for (ValueId v : c.exclusive()) producer_recomputed[g.value(v).producer.v] = 1;
     clone_inputs_read(c);
   }
 
@@ -309,6 +355,7 @@ struct Greedy {
     while (true) {
       const int peak = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
       if (live[peak] <= target) return true;
+      peak_live = live[peak];
       const double t0 = tl.start[peak];
       sort_queues();
       const double now = queue_lateness(-1, t0);
@@ -370,10 +417,14 @@ Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands,
   dropped.assign(cands.size(), false);
   Graph g = scheduled;
   RecomputeOptions ro;
-  for (const Candidate& c : cands)
-    if (c.state == State::recompute)
-      for (ValueId v : c.chain) ro.values.push_back(scheduled.value(v).name);
-  if (!ro.values.empty()) flops = LMS_TRY(insert_recompute(g, ro)).flops;
+  for (const Candidate& c : cands) {
+    if (c.state != State::recompute) continue;
+    std::vector<std::string> names;
+    for (ValueId v : c.chain) names.push_back(scheduled.value(v).name);
+    if (c.segmented) ro.segments.push_back(std::move(names));
+    else ro.values.insert(ro.values.end(), names.begin(), names.end());
+  }
+  if (!ro.values.empty() || !ro.segments.empty()) flops = LMS_TRY(insert_recompute(g, ro)).flops;
 
   SwapOptions so;
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -422,6 +473,7 @@ Result<AutoResult> realize(const Graph& scheduled, const std::vector<Candidate>&
     if (c.state == State::recompute)
       for (ValueId v : c.chain)
         if (v != c.value) ch.chain.push_back(scheduled.value(v).name);
+    if (c.state == State::recompute && c.segmented) ch.remade_from = scheduled.value(c.remade_from).name;
     r.choices.push_back(std::move(ch));
   }
   std::vector<bool> dropped;  // swaps the rewrite left out
@@ -472,13 +524,13 @@ int most_waited_for_swap(const Graph& scheduled, const std::vector<Candidate>& c
   std::vector<int> cloned(scheduled.num_nodes(), 0);  // producers recomputed already
   for (const Candidate& c : cands)
     if (c.state == State::recompute)
-      for (ValueId v : c.chain) cloned[scheduled.value(v).producer.v] = 1;
+      for (ValueId v : c.exclusive()) cloned[scheduled.value(v).producer.v] = 1;
   int best = -1;
   for (size_t i = 0; i < cands.size(); ++i) {
     const Candidate& c = cands[i];
     if (tried[i] || c.state != State::swap || !c.recomputable || waited[i] <= 0) continue;
     bool free = true;
-    for (ValueId v : c.chain) free = free && !cloned[scheduled.value(v).producer.v];
+    for (ValueId v : c.exclusive()) free = free && !cloned[scheduled.value(v).producer.v];
     if (free && (best < 0 || waited[i] > waited[static_cast<size_t>(best)])) best = static_cast<int>(i);
   }
   return best;
@@ -486,7 +538,7 @@ int most_waited_for_swap(const Graph& scheduled, const std::vector<Candidate>& c
 
 // The plan `r` of the greedy's choices `cands` with its prefetches started earlier where its exact plan has room
 // (Note [Prefetch advance]), when that fits and is predicted faster; else `r` as it is.
-Result<void> advance(const Graph& scheduled, std::vector<Candidate>& cands, AutoResult& r, const ExactPlanner& exact,
+Result<bool> advance(const Graph& scheduled, std::vector<Candidate>& cands, AutoResult& r, const ExactPlanner& exact,
                      const AutoOptions& o) {
   std::vector<PrefetchSlot> slots;
   std::vector<size_t> of_slot;  // index into cands
@@ -497,7 +549,7 @@ Result<void> advance(const Graph& scheduled, std::vector<Candidate>& cands, Auto
       of_slot.push_back(i);
     }
   if (!advance_prefetches(scheduled, r.graph, r.memory, r.sim, {o.budget_bytes, o.prefetch_margin}, slots))
-    return {};
+    return false;
   std::vector<Candidate> moved = cands;
   for (size_t k = 0; k < slots.size(); ++k) moved[of_slot[k]].trigger = slots[k].trigger;
   AutoResult advanced = LMS_TRY(realize(scheduled, moved, exact, o, /*search=*/false));
@@ -505,8 +557,9 @@ Result<void> advance(const Graph& scheduled, std::vector<Candidate>& cands, Auto
     advanced.rounds = r.rounds;
     r = std::move(advanced);
     cands = std::move(moved);
+    return true;
   }
-  return {};
+  return false;
 }
 
 // Note [Auto refinement]
@@ -630,6 +683,18 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
   const Liveness lv = LMS_TRY(compute_liveness(scheduled, workspaces));
   const std::vector<int64_t> live0 = live_bytes(lv, Placement::device);
   const std::vector<Candidate> candidates = find_candidates(scheduled, tl, o);
+  // The same, each that has a segment recomputed by it (Mix::both_segment; Note [Auto segments]).
+  std::vector<Candidate> segmented = candidates;
+  bool any_segment = false;
+  for (Candidate& c : segmented)
+    if (!c.segment.empty()) {
+      c.chain = c.segment;
+      c.recompute_seconds = c.segment_seconds;
+      c.recomputable = c.segmented = any_segment = true;
+    }
+  auto candidates_of = [&](Mix m) -> const std::vector<Candidate>& {
+    return m == Mix::both_segment ? segmented : candidates;
+  };
   // Each mix's plan (Note [Auto portfolio]), then the refinement of each that mixes swaps and recomputations
   // and waits for copies (Note [Auto refinement]); the fastest that fits wins, else the first mix's (its reason).
   struct Planned {
@@ -642,11 +707,13 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
   auto any_fits = [&] {
     return std::any_of(plans.begin(), plans.end(), [](const Planned& p) { return p.result.fits; });
   };
-  for (Mix mix : {Mix::both, Mix::both_cascade, Mix::swap_only, Mix::recompute_only, Mix::both_strict}) {
+  for (Mix mix : {Mix::both, Mix::both_cascade, Mix::both_segment, Mix::swap_only, Mix::recompute_only,
+                  Mix::both_strict}) {
     if (mix == Mix::both_strict && any_fits()) break;
+    if (mix == Mix::both_segment && !any_segment) continue;
     Planned p;
     p.mix = mix;
-    p.result = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, mix, {}, &p.chosen));
+    p.result = LMS_TRY(plan_mix(scheduled, tl, candidates_of(mix), live0, exact, o, mix, {}, &p.chosen));
     rounds += p.result.rounds;
     plans.push_back(std::move(p));
     if (o.fits_only && plans.back().result.fits) {
@@ -670,7 +737,8 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
         tried[static_cast<size_t>(i)] = true;
         pinned.push_back(i);
         std::vector<Candidate> chosen;
-        AutoResult t = LMS_TRY(plan_mix(scheduled, tl, candidates, live0, exact, o, cur.mix, pinned, &chosen));
+        AutoResult t =
+            LMS_TRY(plan_mix(scheduled, tl, candidates_of(cur.mix), live0, exact, o, cur.mix, pinned, &chosen));
         rounds += t.rounds;
         if (t.fits && t.sim.step_seconds < cur.result.sim.step_seconds) {
           cur.result = std::move(t);
@@ -683,10 +751,12 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
     }
     if (improved) plans.push_back(std::move(cur));
   }
-  // Each with its prefetches advanced (Note [Prefetch advance]: last, after the refinement); the fastest that
-  // fits, else the first mix's (its reason); ties keep the earlier.
+  // Each with its prefetches advanced (Note [Prefetch advance]: last, after the refinement; again from each
+  // advanced plan's simulation while that helps); the fastest that fits, else the first mix's (its reason); ties
+  // keep the earlier.
   for (Planned& p : plans)
-    if (p.result.fits) LMS_TRY_VOID(advance(scheduled, p.chosen, p.result, exact, o));
+    for (int k = 0; k < o.advance_rounds && p.result.fits; ++k)
+      if (!LMS_TRY(advance(scheduled, p.chosen, p.result, exact, o))) break;
   size_t best = 0;
   for (size_t k = 1; k < plans.size(); ++k)
     if (plans[k].result.fits && (!plans[best].result.fits ||

@@ -43,6 +43,10 @@ struct AutoOptions {
   double refine_min_wait = 0.02;    // ... when compute waits for copies more than this fraction of the step
   int max_chain = 4;                // most ops recomputed together for one value (through values no backward
                                     // op reads, e.g. batch_norm before relu)
+  int max_segment = 16;             // most ops of a segment (a block's output remade from the block's input,
+                                    // its insides cloned again for it alone; Mix::both_segment); 0: none
+  int advance_rounds = 3;           // prefetch advances per plan (Note [Prefetch advance]), each from the last
+                                    // one's simulation, while they make it faster
   bool fits_only = false;           // stop at the first plan that fits: no more mixes, no refinement, no
                                     // prefetch advance (capacity probes ask whether it fits, not how fast)
 };
@@ -61,6 +65,8 @@ struct AutoChoice {
                                      // out (empty: none, the ops after its last forward reader may wait)
   std::vector<std::string> chain;    // recompute: values recomputed with it because it reads them and they
                                      // are not resident then (earliest first)
+  std::string remade_from;           // recompute by a segment: the activation it is remade from (`chain` then
+                                     // lists the segment's other values, cloned for it alone); empty: none
 };
 
 struct AutoResult {

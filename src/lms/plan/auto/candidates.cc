@@ -34,6 +34,66 @@ int last_use(const Graph& g, ValueId v) {
   return static_cast<int>(cs.empty() ? g.value(v).producer.v : cs.back().v);
 }
 
+// The segment of `c` (Candidate::segment): from its producer, the latest producer among the inputs from outside
+// joins, until those inputs are one candidate (besides parameters and sources); every op a cloneable, unaliased
+// forward op, at most max_segment of them. Kept when longer than its chain.
+void find_segment(const Graph& g, const Timeline& tl, const AutoOptions& o, const std::vector<int>& aliased,
+                  const std::vector<int>& candidate_of, Candidate& c) {
+  std::vector<NodeId> nodes{c.producer};
+  auto inside = [&](NodeId n) { return std::find(nodes.begin(), nodes.end(), n) != nodes.end(); };
+  auto usable = [&](NodeId n) {
+    if (g.node(n).category != Category::fwd || !cloneable(g, n)) return false;
+    for (ValueId v : g.node(n).outputs)
+      if (aliased[v.v]) return false;
+    return true;
+  };
+  if (!usable(c.producer)) return;
+  std::vector<ValueId> from;  // the inputs from outside, besides parameters and sources
+  while (true) {
+    from.clear();
+    for (NodeId n : nodes)
+      for (ValueId in : g.node(n).inputs) {
+        const NodeId p = g.value(in).producer;
+        if (g.is_persistent(in) || g.def(p).traits.source || inside(p)) continue;
+        if (std::find(from.begin(), from.end(), in) == from.end()) from.push_back(in);
+      }
+    if (from.empty()) return;
+    if (from.size() == 1 && candidate_of[from[0].v] >= 0) break;
+    const ValueId latest = *std::max_element(from.begin(), from.end(), [&](ValueId a, ValueId b) {
+      return g.value(a).producer < g.value(b).producer;
+    });
+    const NodeId p = g.value(latest).producer;
+    if (static_cast<int>(nodes.size()) >= o.max_segment || !usable(p)) return;
+    nodes.push_back(p);
+  }
+  if (nodes.size() <= c.chain.size()) return;
+  std::sort(nodes.begin(), nodes.end());
+  // One value of each op: the one a later op of the segment reads (the last op's: the candidate).
+  std::vector<int> last_read(nodes.size());  // index of the last op of the segment reading an output of each
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    last_read[i] = static_cast<int>(i);
+    ValueId value = c.value;
+    for (size_t j = i + 1; j < nodes.size(); ++j)
+      for (ValueId in : g.node(nodes[j]).inputs)
+        if (g.value(in).producer == nodes[i]) {
+          if (last_read[i] == static_cast<int>(i)) value = in;
+          last_read[i] = static_cast<int>(j);
+        }
+    c.segment.push_back(value);
+    c.segment_seconds += tl.seconds[nodes[i].v];
+  }
+  // The clones' bytes live at once as the segment runs: each op's outputs from its run to their last reader in it.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    int64_t live = 0;
+    for (size_t j = 0; j <= i; ++j)
+      if (last_read[j] >= static_cast<int>(i))
+        for (ValueId v : g.node(nodes[j]).outputs)
+          if (v != c.value) live += g.value(v).type.bytes();
+    c.segment_transient = std::max(c.segment_transient, live);
+  }
+  c.remade_from = from[0];
+}
+
 }  // namespace
 
 std::pair<int, int> gap_of(const Graph& g, ValueId v) {
@@ -122,6 +182,8 @@ std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const
     for (ValueId v : chain) c.recompute_seconds += tl.seconds[g.value(v).producer.v];
     c.chain = std::move(chain);
   }
+  if (o.max_segment > 0)
+    for (Candidate& c : out) find_segment(g, tl, o, aliased, candidate_of, c);
   return out;
 }
 

@@ -1,10 +1,12 @@
 // The auto planner's candidates (plan/auto/auto_planner.h; docs/planner.md "The auto strategy", step 1): the
 // forward activations a backward op reads, each with its gap on the predicted compute timeline, its copy times,
-// the trigger its prefetch would have by copy duration, and the chain of ops that would recompute it. Shared by
+// the trigger its prefetch would have by copy duration, and the chain (and segment) of ops that would recompute
+// it. Shared by
 // the greedy and its refinement in auto_planner.cc; nothing here decides. Internal to the auto planner.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -31,8 +33,21 @@ struct Candidate {
   bool recomputable = false;
   std::vector<ValueId> chain;        // values cloned for it, earliest first, ending with `value`
   double recompute_seconds = 0;
+  // Its segment (nested recomputation; empty: none, or no more than its chain): the fewest forward ops ending
+  // with its producer that read, besides parameters and sources, one other activation a backward op reads
+  // (`remade_from`), by one value of each, earliest first, ending with `value` (a residual block's output
+  // remade from the block's input; the values inside are cloned for it alone, whatever is chosen for them).
+  std::vector<ValueId> segment;
+  ValueId remade_from;
+  double segment_seconds = 0;
+  int64_t segment_transient = 0;     // the most bytes of the segment's other clones live at once
+  bool segmented = false;            // recomputed by its segment rather than its chain (Mix::both_segment)
   State state = State::keep;
   double seconds = 0;                // the added time estimated when chosen
+
+  // The values whose producers its recomputation clones under the recompute pass's one-output-per-producer
+  // rule: its chain, or by a segment its value alone (the segment's other clones are its own).
+  std::span<const ValueId> exclusive() const { return segmented ? std::span(&value, 1) : std::span(chain); }
 };
 
 // Each node's predicted time, start and end on the compute stream, and the step's length.
@@ -51,7 +66,8 @@ std::pair<int, int> gap_of(const Graph& g, ValueId v);
 // The largest position k in [lo, hi) whose start is < t (starts are non-decreasing), or lo.
 int latest_starting_before(const std::vector<double>& start, int lo, int hi, double t);
 
-// The forward activations a backward op reads, with their gaps, copy times, triggers and recompute chains.
+// The forward activations a backward op reads, with their gaps, copy times, triggers, recompute chains and
+// segments.
 std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const AutoOptions& o);
 
 }  // namespace lms::autoplan

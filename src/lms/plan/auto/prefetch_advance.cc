@@ -7,23 +7,30 @@
 // prefetch at a time in node order: resnet50 at 4x its unconstrained batch on h200-pcie5 left the link idle from
 // 176 to 327 ms while 110 ms of prefetches queued after it, and the compute stream waited 23 ms for them. So, on
 // the exact plan and simulation of a plan that fits:
-//   1. each prefetch's deadline is its first reader's predicted start, less `margin` of its copy time; walking
-//      from the latest deadline back, each copy's latest start is its deadline or the next copy's start,
-//      whichever is earlier, less its copy time: the latest starts at which one queue meets every deadline;
+//   1. each prefetch's deadline is when its first reader could start, less `margin` of its copy time: the end of
+//      the compute op before it, not its predicted start, which is late by the wait for this very copy (taking
+//      that, a 2.4 GiB prefetch 40 ms late moved 5 ms earlier). Walking from the latest deadline back, each
+//      copy's latest start is its deadline or the next copy's start, whichever is earlier, less its copy time:
+//      the latest starts at which one queue meets every deadline;
 //   2. in deadline order (the most urgent takes the room first), each trigger moves back to the last scheduled
 //      node that ends by that latest start, but no further than the exact live bytes allow: the prefetched
 //      value is live from the new trigger on, and live bytes plus its bytes must stay under the budget less the
 //      plan's fragmentation (its arena over its liveness bound) at every position it newly covers. Each move
 //      adds its bytes to the live bytes the next ones see.
-// Triggers only move earlier: a later prefetch costs less memory and never meets a deadline the current one
-// misses. The caller judges the result by an exact plan and a simulation. The auto planner runs it last, on each
-// plan after the refinement (Note [Auto refinement]): the refinement picks its pins by the waits it sees, and on
-// advanced plans, with fewer prefetches waited for, it missed pins that helped (resnet50 at 5x on a 40 TFLOP/s
-// stand-in: 1.098 s against 1.063 s); last, it only ever makes a plan faster.
+// A trigger counts from the node the prefetch follows in the rewritten graph: the swap pass keeps it before the
+// first late reader, which may be a clone earlier than the trigger the greedy chose. Triggers only move earlier:
+// a later prefetch costs less memory and never meets a deadline the current one misses. The caller judges the
+// result by an exact plan and a simulation, and may run it again on the result (the simulation then shows the
+// waits the moves left). The auto planner runs it last, on each plan after the refinement (Note [Auto
+// refinement]): the refinement picks its pins by the waits it sees, and on advanced plans, with fewer prefetches
+// waited for, it missed pins that helped (resnet50 at 5x on a 40 TFLOP/s stand-in: 1.098 s against 1.063 s);
+// last, it only ever makes a plan faster.
 #include "lms/plan/auto/prefetch_advance.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "lms/runtime/program.h"
 
 namespace lms {
 
@@ -46,10 +53,20 @@ bool advance_prefetches(const Graph& scheduled, const Graph& rewritten, const Me
   for (size_t q = 1; q < live.size(); ++q) live[q] += live[q - 1];
   const int64_t limit = opts.budget_bytes - (memory.device_arena_bytes - memory.lower_bound_bytes);
 
-  // The swap_in of each slot's value: its deadline (first reader's start) and copy time.
+  // When each compute node could start were it not waiting for a copy: the end of the compute node before it.
+  std::vector<double> ready(g.num_nodes(), 0);
+  double free_at = 0;
+  for (NodeId n : g.node_ids()) {
+    ready[n.v] = sim.start[n.v];
+    if (stream_for(g, n) != StreamId::compute) continue;
+    ready[n.v] = std::min(ready[n.v], free_at);
+    free_at = sim.end[n.v];
+  }
+  // The swap_in of each slot's value: its deadline (when its first reader could start) and copy time.
   struct Prefetch {
     size_t slot;
     double deadline, seconds, latest_start;
+    int trigger;  // the node it follows in `rewritten` (the swap pass keeps it before the first late reader)
   };
   std::vector<Prefetch> prefetches;
   for (NodeId n : g.node_ids()) {
@@ -60,9 +77,12 @@ bool advance_prefetches(const Graph& scheduled, const Graph& rewritten, const Me
     const auto slot = std::find_if(slots.begin(), slots.end(), [&](const PrefetchSlot& s) { return s.value == *v; });
     if (slot == slots.end()) continue;
     double deadline = sim.step_seconds;
-    for (NodeId c : g.value(g.node(n).outputs[0]).consumers) deadline = std::min(deadline, sim.start[c.v]);
+    for (NodeId c : g.value(g.node(n).outputs[0]).consumers) deadline = std::min(deadline, ready[c.v]);
     const double seconds = sim.end[n.v] - sim.start[n.v];
-    prefetches.push_back({static_cast<size_t>(slot - slots.begin()), deadline - seconds * opts.margin, seconds, 0});
+    int trigger = static_cast<int>(n.v) - 1;
+    while (trigger > 0 && g.def(NodeId{static_cast<uint32_t>(trigger)}).traits.is_copy) --trigger;
+    prefetches.push_back(
+        {static_cast<size_t>(slot - slots.begin()), deadline - seconds * opts.margin, seconds, 0, trigger});
   }
   // Step 1, latest deadline first (ties: the later slot first, so that the order reverses exactly).
   std::sort(prefetches.begin(), prefetches.end(), [](const Prefetch& a, const Prefetch& b) {
@@ -75,11 +95,13 @@ bool advance_prefetches(const Graph& scheduled, const Graph& rewritten, const Me
   bool moved = false;
   for (auto p = prefetches.rbegin(); p != prefetches.rend(); ++p) {
     PrefetchSlot& s = slots[p->slot];
-    const int old_g = in_g[static_cast<size_t>(s.trigger)];
-    if (old_g < 0 || sim.end[static_cast<size_t>(old_g)] <= p->latest_start) continue;  // early enough
+    const int old_g = p->trigger;
+    if (sim.end[static_cast<size_t>(old_g)] <= p->latest_start) continue;  // early enough
     int best = s.trigger, lo = old_g;  // positions (lo, old_g] are newly covered at `best`
     int64_t most = 0;                  // the most bytes live over them
-    for (int q = s.trigger - 1; q >= s.earliest; --q) {
+    int q = s.trigger - 1;  // the scheduled nodes up to the one it follows (a trigger past its first late
+    while (q >= s.earliest && in_g[static_cast<size_t>(q)] >= old_g) --q;  // reader runs before that reader)
+    for (; q >= s.earliest; --q) {
       const int at = in_g[static_cast<size_t>(q)];
       if (at < 0) continue;
       if (at >= lo) break;  // not in schedule order: stop where the ranges are known
