@@ -181,7 +181,8 @@ struct Greedy {
   // their sum.
   std::vector<std::vector<int64_t>> transients;  // by position, Mix::both_segment only
   int64_t transient_max(int p) const {
-    return transients.empty() || transients[p].empty() ? 0 : *std::max_element(transients[p].begin(), transients[p].end());
+    if (transients.empty() || transients[p].empty()) return 0;
+    return *std::max_element(transients[p].begin(), transients[p].end());
   }
   int64_t transient_growth(int p, int64_t bytes) const {  // what placing `bytes` more at p adds to live[p]
     return transients.empty() ? bytes : std::max<int64_t>(0, bytes - transient_max(p));
@@ -197,7 +198,8 @@ struct Greedy {
     if (p >= static_cast<int>(live.size())) return;
     if (transients.empty()) return add(p, p, -bytes);
     const int64_t before = transient_max(p);
-    transients[p].erase(std::find(transients[p].begin(), transients[p].end(), bytes));
+    const auto it = std::find(transients[p].begin(), transients[p].end(), bytes);
+    if (it != transients[p].end()) transients[p].erase(it);
     add(p, p, transient_max(p) - before);
   }
   // Counts `c` freed over positions [lo, hi] instead of where it was counted freed before.

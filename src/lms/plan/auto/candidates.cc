@@ -36,7 +36,8 @@ int last_use(const Graph& g, ValueId v) {
 
 // The segment of `c` (Candidate::segment): from its producer, the latest producer among the inputs from outside
 // joins, until those inputs are one candidate (besides parameters and sources); every op a cloneable, unaliased
-// forward op, at most max_segment of them. Kept when longer than its chain.
+// forward op, at most max_segment of them. Kept when longer than its chain and that candidate is resident at c's
+// first backward reader.
 void find_segment(const Graph& g, const Timeline& tl, const AutoOptions& o, const std::vector<int>& aliased,
                   const std::vector<int>& candidate_of, Candidate& c) {
   std::vector<NodeId> nodes{c.producer};
@@ -66,7 +67,9 @@ void find_segment(const Graph& g, const Timeline& tl, const AutoOptions& o, cons
     if (static_cast<int>(nodes.size()) >= o.max_segment || !usable(p)) return;
     nodes.push_back(p);
   }
-  if (nodes.size() <= c.chain.size()) return;
+  // Its clones read `from` at the candidate's first backward reader: it must still be resident there (or be
+  // recomputed by then, which the greedy's cascade sees), as a chain's inputs must.
+  if (nodes.size() <= c.chain.size() || last_use(g, from[0]) < c.bwd_first) return;
   std::sort(nodes.begin(), nodes.end());
   // One value of each op: the one a later op of the segment reads (the last op's: the candidate).
   std::vector<int> last_read(nodes.size());  // index of the last op of the segment reading an output of each

@@ -1,8 +1,8 @@
 // The auto planner's candidates (plan/auto/auto_planner.h; docs/planner.md "The auto strategy", step 1): the
 // forward activations a backward op reads, each with its gap on the predicted compute timeline, its copy times,
 // the trigger its prefetch would have by copy duration, and the chain (and segment) of ops that would recompute
-// it. Shared by
-// the greedy and its refinement in auto_planner.cc; nothing here decides. Internal to the auto planner.
+// it. Shared by the greedy and its refinement in auto_planner.cc; nothing here decides. Internal to the auto
+// planner.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +35,9 @@ struct Candidate {
   double recompute_seconds = 0;
   // Its segment (nested recomputation; empty: none, or no more than its chain): the fewest forward ops ending
   // with its producer that read, besides parameters and sources, one other activation a backward op reads
-  // (`remade_from`), by one value of each, earliest first, ending with `value` (a residual block's output
-  // remade from the block's input; the values inside are cloned for it alone, whatever is chosen for them).
+  // (`remade_from`, resident at bwd_first), by one value of each, earliest first, ending with `value` (a
+  // residual block's output remade from the block's input; the values inside are cloned for it alone, whatever
+  // is chosen for them).
   std::vector<ValueId> segment;
   ValueId remade_from;
   double segment_seconds = 0;
