@@ -173,17 +173,20 @@ Result<RecomputeStats> insert_recompute(Graph& g, const RecomputeOptions& opts) 
         inputs.push_back(read);
         in_types.push_back(g.value(in).type);
       }
-      for (auto [root, writer] : overwritten)
-        for (ValueId in : inputs)
-          if (g.storage_root(in) == root && writer.v < slot[u])
-            return fail_at(fmt::format("%{}", name),
-                           "recompute: its input %{} is overwritten in place by %{} before its first backward reader",
-                           g.value(in).name, g.value(g.first_output(writer)).name);
+      std::vector<std::pair<ValueId, NodeId>> writers;  // (input, in-place writer of its storage)
+      for (ValueId in : inputs) {
+        const ValueId root = g.storage_root(in);
+        for (auto [r, writer] : overwritten)
+          if (r == root) writers.emplace_back(in, writer);
+      }
+      for (auto [in, writer] : writers)
+        if (writer.v < slot[u])
+          return fail_at(fmt::format("%{}", name),
+                         "recompute: its input %{} is overwritten in place by %{} before its first backward reader",
+                         g.value(in).name, g.value(g.first_output(writer)).name);
       NodeId clone = g.add_node(producer.op, producer.attrs, out_types, out_names, Category::recompute);
       g.set_inputs(clone, inputs);
-      for (auto [root, writer] : overwritten)
-        for (ValueId in : inputs)
-          if (g.storage_root(in) == root) g.add_control_input(writer, clone);
+      for (auto [in, writer] : writers) g.add_control_input(writer, clone);
       cloned.push_back({g.value(v).producer, clone});
       before[slot[u]].push_back(clone);  // creation order is node order, so a clone follows those it reads
       stats.clones += 1;
