@@ -107,8 +107,9 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
     if (k.trigger.valid() && pos[k.hold.v] > pos[k.trigger.v])
       return fail_at(where, "swap: its hold %{} comes after its trigger %{} in node order", opts.swaps[i].hold,
                      opts.swaps[i].trigger);
+    const ValueId storage = g.storage_root(k.value);
     for (auto [root, writer] : overwritten_before)
-      if (root == g.storage_root(k.value) && pos[writer.v] > pos[p.v] && pos[writer.v] <= pos[k.hold.v])
+      if (root == storage && pos[writer.v] > pos[p.v] && pos[writer.v] <= pos[k.hold.v])
         return fail_at(where, "swap: its hold %{} is not before {}, which overwrites its storage in place",
                        opts.swaps[i].hold, node_label(g, writer));
   }
@@ -148,8 +149,9 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts) {
     for (NodeId c : readers)
       for (size_t j = 0; j < g.node(c).inputs.size(); ++j)
         if (g.node(c).inputs[j] == v) g.replace_input(c, j, in_value);
+    const ValueId storage = g.storage_root(v);
     for (auto [root, writer] : overwritten)
-      if (root == g.storage_root(v) && writer > p) g.add_control_input(writer, out);
+      if (root == storage && writer > p) g.add_control_input(writer, out);
     outs_after[k.hold.valid() ? k.hold.v : p.v].push_back(out);
     if (k.trigger.valid()) {
       g.add_control_input(in, k.trigger);
