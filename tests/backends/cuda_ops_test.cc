@@ -3,7 +3,8 @@
 // (kernel_fns.h, the code the GPU runs), as direct kernel calls with a poisoned workspace of exactly
 // own_workspace_bytes: bit-identical to the reference on every own op, since both compute in double in the same
 // order. On the GPU, when one is present (else skipped, saying why): every case as a one-node Program through the
-// Executor on the cuda backend, within cuda_tolerance, and bit-identical when run again.
+// Executor on the cuda backend, within cuda_tolerance, and bit-identical when run again; and the convolutions at
+// batch 5 in forced batch chunks.
 #include "backends/gpu_presence.h"
 #include "backends/op_cases.h"
 
@@ -189,6 +190,47 @@ TEST_P(CudaOps, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaOps, ::testing::ValuesIn(all_cases()), test_name);
+
+// The table's convolutions (forward, transposed, and the gradients of the forward ones) at batch 5, for
+// CudaConvChunks.
+std::vector<OpCase> batch5_conv_cases() {
+  std::vector<OpCase> out;
+  for (OpCase c : kCases) {
+    const bool transposed = c.op == Op::conv_transpose1d || c.op == Op::conv_transpose2d ||
+                            c.op == Op::conv_transpose3d;
+    if (!is_conv(c.op) && !transposed) continue;
+    c.name += "_b5";
+    c.inputs[0].shape[0] = 5;
+    out.push_back(c);
+    if (is_conv(c.op))
+      for (OpCase& g : gradient_cases(c)) out.push_back(std::move(g));
+  }
+  return out;
+}
+
+// Convolutions in batch chunks (cudnn_conv.cc, Note [Convolutions in batch chunks]), forced by
+// BackendOptions::max_conv_batch: 1 sample per call (5 calls), and 2 (two calls of 2 and a last call of 1 with
+// its own descriptors), each against the reference within the table's tolerance; backward-filter sums the
+// chunks' gradients into dw.
+class CudaConvChunks : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaConvChunks, MatchReference) {
+  LMS_CUDA_BACKEND_OR_SKIP(cuda);
+  const OpCase& c = GetParam();
+  constexpr uint64_t kSeed = 17;
+  ReferenceBackend reference;
+  std::vector<HostTensor> want = run_case(c, reference, kSeed);
+  for (int64_t most : {1, 2}) {
+    BackendOptions o;
+    o.max_conv_batch = most;
+    auto chunked = make_backend("cuda", o);
+    ASSERT_TRUE(chunked.has_value()) << chunked.error().str();
+    expect_match(c, "(cuda, at most " + std::to_string(most) + " samples per call)", run_case(c, **chunked, kSeed),
+                 want, cuda_tolerance(c));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, CudaConvChunks, ::testing::ValuesIn(batch5_conv_cases()), test_name);
 
 }  // namespace
 }  // namespace lms

@@ -38,6 +38,8 @@ struct BackendOptions {
   int64_t device_budget_bytes = kUnlimitedBytes;  // allocate_arenas refuses a device arena larger than this
   int64_t max_workspace_bytes = int64_t{256} << 20;  // cuda: the largest workspace one node's algorithm may use
   bool allow_tf32 = false;  // cuda: f32 convolutions and matmuls may use TF32 tensor cores (not bit-comparable)
+  int64_t max_conv_batch = 0;  // cuda: at most this many samples per cuDNN convolution call (0: the whole batch
+                               // unless its workspace passes max_workspace_bytes)
   int64_t cuda_reserve_bytes = int64_t{512} << 20;  // cuda: GPU memory that must stay free beside the device arena
                                                    // for the kernels CUDA, cuDNN and cuBLAS load on first use
 };

@@ -142,6 +142,8 @@ Result<DnnContextPtr> make_dnn_context(void* compute_stream, const DnnOptions& o
     return fail("cuda backend: DnnOptions workspace limits out of range (max_workspace_bytes {} must be >= 0, "
                 "cublas_workspace_bytes {} >= {})",
                 opts.max_workspace_bytes, opts.cublas_workspace_bytes, kMinCublasWorkspace);
+  if (opts.max_conv_batch < 0)
+    return fail("cuda backend: DnnOptions max_conv_batch {} must be >= 0 (0: no limit)", opts.max_conv_batch);
   DnnContextPtr ctx(new DnnContext());
   ctx->stream = static_cast<cudaStream_t>(compute_stream);
   ctx->opts = opts;

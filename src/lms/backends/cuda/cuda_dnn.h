@@ -6,7 +6,8 @@
 // f64. Every other op is one of the backend's own CUDA kernels (cuda_ops.h).
 // Algorithms: chosen from cuDNN's heuristics (never by timing runs, so the choice depends on the shapes and the
 // options alone and two programs with the same nodes compute the same bits), deterministic ones only, the
-// fastest whose workspace fits DnnOptions::max_workspace_bytes. TF32 is off unless DnnOptions::allow_tf32.
+// fastest whose workspace fits DnnOptions::max_workspace_bytes (a convolution whose batch needs more runs in
+// chunks of the batch). TF32 is off unless DnnOptions::allow_tf32.
 // Workspaces are buffers of the memory plan (KernelCall::workspace); nothing here allocates device memory after
 // the context is made. This header keeps cudnn.h and cublas_v2.h out of everything that includes it.
 #pragma once
@@ -23,6 +24,8 @@ struct DnnOptions {
   int64_t max_workspace_bytes = int64_t{256} << 20;  // the largest workspace one node's algorithm may ask for
   int64_t cublas_workspace_bytes = int64_t{4} << 20;  // workspace each matmul node gives cuBLAS (planned)
   bool allow_tf32 = false;  // let f32 convolutions and matmuls use TF32 tensor cores (not bit-comparable)
+  int64_t max_conv_batch = 0;  // at most this many samples per cuDNN convolution call (0: the whole batch, unless
+                               // its workspace passes max_workspace_bytes; cudnn_conv.cc, batch chunks)
 };
 
 // The cuDNN and cuBLAS handles, bound to the backend's compute stream (a cudaStream_t passed as void*).

@@ -2,7 +2,8 @@
 // convolution (conv_plan.h) in cuDNN's legacy API: cudnnConvolutionForward, cudnnConvolutionBackwardData or
 // cudnnConvolutionBackwardFilter on packed NCHW/NCDHW tensors, an NCHW filter of the IR's weight layout (groups
 // through cudnnSetConvolutionGroupCount, which takes exactly [Co, Ci/g, *k]), cross-correlation, compute type =
-// data type. Algorithms: Note [Convolution algorithm choice].
+// data type. Algorithms: Note [Convolution algorithm choice]; batches whose workspace would pass the limit:
+// Note [Convolutions in batch chunks].
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -29,6 +30,17 @@ namespace {
 // ends on the same algorithm. The descriptor starts in the math mode the options allow (FMA-only for f32
 // without TF32, so the heuristics rank FMA kernels) and holds the running candidate's, which cuDNN needs
 // together with the algorithm to pick its kernel.
+
+// Note [Convolutions in batch chunks]: some algorithms' workspaces grow with the batch (on an H200 with cuDNN 9,
+// resnet50's 1x1 stride-2 backward-filter at batch 111 needs more than 256 MiB in every deterministic FMA-only
+// algorithm), so past some batch no candidate fits the limit. Such a convolution runs as several calls, each on
+// a contiguous chunk of the batch (samples are contiguous in NC... tensors): forward and backward-data write
+// their chunk of the output; backward-filter sums the chunks' weight gradients into dw (beta = 1 after the
+// first), in chunk order, so the result is deterministic though not the bits of one call. The chunk size is the
+// first of ceil(N/2), ceil(N/4), ... (or DnnOptions::max_conv_batch and its halvings, when set below N) whose
+// calls have a candidate within the limit; a smaller last chunk gets its own descriptors and algorithm. The
+// choice depends on the shapes and options alone, like the algorithms, and the node's workspace is the larger of
+// the two calls'.
 
 // The math mode a heuristic result runs in under the options, or nothing when it cannot keep their precision.
 std::optional<cudnnMathType_t> run_math(cudnnMathType_t m, cudnnDataType_t t, bool allow_tf32) {
@@ -106,9 +118,13 @@ class ConvKernel final : public PreparedKernel {
     return {};
   }
 
-  Result<void> run() override {
+  Result<void> run() override { return run_on(a_, b_, out_, false); }
+
+  // One call on these operands (a chunk's, Note [Convolutions in batch chunks]); `accumulate` adds the result to
+  // `out` (beta = 1) instead of overwriting it.
+  Result<void> run_on(const void* a, const void* b, void* out, bool accumulate) {
     for (;;) {
-      const cudnnStatus_t status = launch(candidates_[running_]);
+      const cudnnStatus_t status = launch(candidates_[running_], a, b, out, accumulate);
       Result<void> r = cudnn_ok(status, kPassCall[static_cast<int>(pass_)], op_);  // reads cuDNN's message
       if (r || CUDNN_STATUS_CATEGORY(status) != CUDNN_STATUS_NOT_SUPPORTED || !move_to_next_candidate()) return r;
     }
@@ -118,22 +134,23 @@ class ConvKernel final : public PreparedKernel {
   static constexpr std::string_view kPassCall[] = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData",
                                                    "cudnnConvolutionBackwardFilter"};
 
-  cudnnStatus_t launch(const Candidate& c) {
+  cudnnStatus_t launch(const Candidate& c, const void* a, const void* b, void* out, bool accumulate) {
     const Scaling s = scaling_for(dtype_);
+    const void* beta = accumulate ? s.one : s.zero;
     void* ws = workspace_bytes_ > 0 ? aligned_workspace(workspace_) : nullptr;
     switch (pass_) {
       case ConvPass::forward:
-        return cudnnConvolutionForward(ctx_.cudnn, s.one, x_.get(), a_, w_.get(), b_, conv_.get(),
-                                       static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, c.bytes, s.zero, y_.get(),
-                                       out_);
+        return cudnnConvolutionForward(ctx_.cudnn, s.one, x_.get(), a, w_.get(), b, conv_.get(),
+                                       static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, c.bytes, beta, y_.get(),
+                                       out);
       case ConvPass::backward_data:  // a = dy (conv_transpose: its x), b = w, out = dx (conv_transpose: its out)
-        return cudnnConvolutionBackwardData(ctx_.cudnn, s.one, w_.get(), b_, y_.get(), a_, conv_.get(),
-                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.bytes, s.zero,
-                                            x_.get(), out_);
+        return cudnnConvolutionBackwardData(ctx_.cudnn, s.one, w_.get(), b, y_.get(), a, conv_.get(),
+                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.bytes, beta,
+                                            x_.get(), out);
       case ConvPass::backward_filter:  // a = x, b = dy, out = dw
-        return cudnnConvolutionBackwardFilter(ctx_.cudnn, s.one, x_.get(), a_, y_.get(), b_, conv_.get(),
+        return cudnnConvolutionBackwardFilter(ctx_.cudnn, s.one, x_.get(), a, y_.get(), b, conv_.get(),
                                               static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.bytes,
-                                              s.zero, w_.get(), out_);
+                                              beta, w_.get(), out);
     }
     return CUDNN_STATUS_BAD_PARAM;
   }
@@ -158,27 +175,42 @@ class ConvKernel final : public PreparedKernel {
   template <class Perf, class WorkspaceOf>
   Result<void> pick(const std::vector<Perf>& perfs, std::string_view heuristic, WorkspaceOf workspace_of) {
     const auto limit = static_cast<uint64_t>(ctx_.opts.max_workspace_bytes);
+    std::string why;  // each listed algorithm that is not a candidate, and why (for the error)
     for (const Perf& p : perfs) {
-      if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
+      const int algo = static_cast<int>(p.algo);
+      if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) {
+        why += fmt::format(" {}: {};", algo, p.status != CUDNN_STATUS_SUCCESS ? "not supported" : "nondeterministic");
+        continue;
+      }
       const std::optional<cudnnMathType_t> math = run_math(p.mathType, dtype_, ctx_.opts.allow_tf32);
-      if (!math || static_cast<uint64_t>(p.memory) > limit) continue;
+      if (!math || static_cast<uint64_t>(p.memory) > limit) {
+        why += !math ? fmt::format(" {}: math type {};", algo, static_cast<int>(p.mathType))
+                     : fmt::format(" {}: workspace {};", algo, p.memory);
+        continue;
+      }
       LMS_TRY_VOID(cudnn_ok(cudnnSetConvolutionMathType(conv_.get(), *math), "cudnnSetConvolutionMathType", op_));
       size_t bytes = 0;
       // A failing size query means the algorithm does not run in this math mode after all: not a candidate.
       if (workspace_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) {
         clear_cudnn_error();
+        why += fmt::format(" {}: no workspace size;", algo);
         continue;
       }
-      if (static_cast<uint64_t>(bytes) <= limit) candidates_.push_back({static_cast<int>(p.algo), *math, bytes});
+      if (static_cast<uint64_t>(bytes) <= limit) {
+        candidates_.push_back({algo, *math, bytes});
+      } else {
+        why += fmt::format(" {}: workspace {};", algo, bytes);
+      }
     }
     if (!candidates_.empty()) return {};
+    if (!why.empty()) why.pop_back();
     return fail("cuda backend: {} ({}): none of the {} algorithms {} lists is supported, deterministic, {} and "
-                "within the workspace limit of {} bytes",
+                "within the workspace limit of {} bytes (algorithm:{})",
                 op_name(op_), shapes_, perfs.size(), heuristic,
                 dtype_ == CUDNN_DATA_FLOAT && !ctx_.opts.allow_tf32 ? "FMA-only (TF32 off)"
                 : dtype_ == CUDNN_DATA_FLOAT                        ? "TF32 allowed"
                                                                     : "f64",
-                ctx_.opts.max_workspace_bytes);
+                ctx_.opts.max_workspace_bytes, why);
   }
 
   // The heuristics' results, best first: `max_count` asks how many there can be, `get` fills them in.
@@ -254,6 +286,50 @@ class ConvKernel final : public PreparedKernel {
   std::string shapes_;          // for errors
 };
 
+// A convolution as calls on chunks of its batch (Note [Convolutions in batch chunks]): `body` runs `count`
+// times on consecutive chunks, then `tail` (if any) on the rest.
+class BatchChunks final : public PreparedKernel {
+ public:
+  BatchChunks(const KernelCall& call, const ConvPlan& plan, int64_t element_bytes, std::unique_ptr<ConvKernel> body,
+              int64_t body_batch, int64_t count, std::unique_ptr<ConvKernel> tail)
+      : pass_(plan.pass),
+        a_(static_cast<const std::byte*>(call.inputs[0].data)),
+        b_(static_cast<const std::byte*>(call.inputs[1].data)),
+        out_(static_cast<std::byte*>(call.outputs[0].data)),
+        count_(count),
+        body_(std::move(body)),
+        tail_(std::move(tail)) {
+    // bytes of one sample of the plain convolution's x and y; the filter (and dw) has no batch dimension
+    const int64_t x = product(plan.x, 1, plan.x.size()) * element_bytes * body_batch;
+    const int64_t y = product(plan.y, 1, plan.y.size()) * element_bytes * body_batch;
+    switch (pass_) {
+      case ConvPass::forward: step_a_ = x, step_out_ = y; break;        // (x, w) -> y
+      case ConvPass::backward_data: step_a_ = y, step_out_ = x; break;  // (dy, w) -> dx
+      case ConvPass::backward_filter: step_a_ = x, step_b_ = y; break;  // (x, dy) -> dw, summed over the chunks
+    }
+    workspace_needed_ = std::max(body_->workspace_needed(), tail_ ? tail_->workspace_needed() : 0);
+  }
+
+  Result<void> run() override {
+    const bool sums = pass_ == ConvPass::backward_filter;
+    for (int64_t i = 0; i <= count_; ++i) {
+      ConvKernel* k = i < count_ ? body_.get() : tail_.get();
+      if (!k) break;
+      LMS_TRY_VOID(k->run_on(a_ + i * step_a_, b_ + i * step_b_, out_ + i * step_out_, sums && i > 0));
+    }
+    return {};
+  }
+
+ private:
+  ConvPass pass_;
+  const std::byte* a_;
+  const std::byte* b_;
+  std::byte* out_;
+  int64_t step_a_ = 0, step_b_ = 0, step_out_ = 0;  // bytes from one chunk's operand to the next one's
+  int64_t count_;
+  std::unique_ptr<ConvKernel> body_, tail_;
+};
+
 }  // namespace
 
 Result<PreparedPtr> build_conv(DnnContext& ctx, const KernelCall& call) {
@@ -261,9 +337,35 @@ Result<PreparedPtr> build_conv(DnnContext& ctx, const KernelCall& call) {
   const ConvPlan plan = LMS_TRY(conv_plan(call));
   // cuDNN describes no empty tensor; an empty operand makes every output element an empty sum.
   if (any_empty(call)) return zero_fill_kernel(ctx, call);
-  auto k = std::make_unique<ConvKernel>(ctx, call, plan.pass, t);
-  LMS_TRY_VOID(k->init(plan));
-  return PreparedPtr(std::move(k));
+  const int64_t batch = plan.x[0], most = ctx.opts.max_conv_batch;
+  // The kernel of the plan with `n` samples per call.
+  auto kernel_for = [&](int64_t n) -> Result<std::unique_ptr<ConvKernel>> {
+    ConvPlan p = plan;
+    p.x[0] = p.y[0] = n;
+    auto k = std::make_unique<ConvKernel>(ctx, call, plan.pass, t);
+    LMS_TRY_VOID(k->init(p));
+    return k;
+  };
+  std::optional<Error> whole;  // why the whole batch in one call has no candidate, when that was tried
+  if (most <= 0 || batch <= most) {
+    auto k = kernel_for(batch);
+    if (k) return PreparedPtr(std::move(*k));
+    if (batch < 2) return std::unexpected(k.error());
+    whole = k.error();
+  }
+  const int64_t element_bytes = t == CUDNN_DATA_DOUBLE ? 8 : 4;
+  for (int64_t n = most > 0 && most < batch ? most : (batch + 1) / 2;; n = (n + 1) / 2) {
+    auto body = kernel_for(n);
+    std::unique_ptr<ConvKernel> tail;
+    if (body && batch % n != 0) {
+      auto rest = kernel_for(batch % n);
+      if (rest) tail = std::move(*rest);
+    }
+    if (body && (batch % n == 0 || tail))
+      return PreparedPtr(std::make_unique<BatchChunks>(call, plan, element_bytes, std::move(*body), n, batch / n,
+                                                       std::move(tail)));
+    if (n == 1) return std::unexpected(whole ? *whole : body.error());  // the whole batch's reason when known
+  }
 }
 
 }  // namespace lms::cuda
