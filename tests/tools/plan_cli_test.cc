@@ -117,6 +117,22 @@ TEST(PlanCommand, Tf32PredictsWithTheTensorCoreRate) {
                         "--tf32 applies to --device cuda", "reference profile");
 }
 
+// --cuda-workspace is cuda's (its effect, the algorithms and batch chunks it allows, is checked on a GPU by the
+// cuda op tests): with another backend, or a bad size, one error line from each command that takes it.
+TEST(PlanCommand, CudaWorkspaceIsCudasAndASize) {
+  const std::string plan = "plan --model mlp --budget 1GiB";
+  expect_one_error_line(run_lms(plan + " --device cpu --cuda-workspace 1GiB"), "--cuda-workspace applies to --device cuda",
+                        "cpu plan");
+  expect_one_error_line(run_lms(plan + " --cuda-workspace 1GiB"), "--cuda-workspace applies to --device cuda",
+                        "plan without a backend");
+  expect_one_error_line(run_lms("train --model mlp --device reference --steps 1 --cuda-workspace 1GiB"),
+                        "--cuda-workspace applies to --device cuda", "reference train");
+  expect_one_error_line(run_lms("profile --model mlp --device reference --cuda-workspace 1GiB -o x.json"),
+                        "--cuda-workspace applies to --device cuda", "reference profile");
+  expect_one_error_line(run_lms("maxbatch --model mlp --budget 1GiB --device cuda --cuda-workspace lots"),
+                        "--cuda-workspace", "bad size");
+}
+
 TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {
   const std::string profile = (testing::temp_dir() / "mlp_profile.json").string();
   auto r = run_lms("profile --model mlp --device reference --steps 2 --warmup 0 --copy-bytes 1MiB -o " + profile);

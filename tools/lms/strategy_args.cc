@@ -31,6 +31,7 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
   app->add_flag("--tf32", a.tf32,
                 "cuda: run f32 convolutions and matmuls on TF32 tensor cores (faster, not bit-comparable with the "
                 "reference) and predict with the device model's TF32 rate");
+  add_cuda_workspace_option(app, a.cuda_workspace);
   app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, and every size maxbatch/maxres probes (on stderr)");
 }
 
@@ -99,10 +100,26 @@ Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_
   return o;
 }
 
-Result<BackendOptions> backend_options(bool tf32, std::string_view device) {
+void add_cuda_workspace_option(CLI::App* app, std::string& cuda_workspace) {
+  app->add_option("--cuda-workspace", cuda_workspace,
+                  "cuda: the largest workspace one convolution's cuDNN algorithm may use, planned as a buffer "
+                  "(default 256MiB; a larger one may allow faster algorithms, a batch whose algorithms all need more "
+                  "runs in chunks)");
+}
+
+Result<BackendOptions> backend_options(bool tf32, const std::string& cuda_workspace, std::string_view device) {
   if (tf32 && !device.empty() && device != "cuda")
     return fail("--tf32 applies to --device cuda (TF32 tensor cores), not '{}'", device);
-  return BackendOptions{.allow_tf32 = tf32};
+  BackendOptions o{.allow_tf32 = tf32};
+  if (!cuda_workspace.empty()) {
+    if (device != "cuda")
+      return fail("--cuda-workspace applies to --device cuda, not {}",
+                  device.empty() ? std::string("planning without a backend") : fmt::format("'{}'", device));
+    auto b = parse_size(cuda_workspace);
+    if (!b) return wrap("--cuda-workspace", b.error());
+    o.max_workspace_bytes = *b;
+  }
+  return o;
 }
 
 std::string describe_tflms(const TflmsParams& p) {

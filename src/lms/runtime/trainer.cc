@@ -28,7 +28,9 @@ Result<ValueId> named_input(const Graph& g, const char* name) {
 
 // The backend the options ask for: the budget enforced by its arena, TF32 as asked.
 BackendOptions backend_options(const TrainOptions& opts) {
-  return BackendOptions{.device_budget_bytes = opts.budget_bytes, .allow_tf32 = opts.allow_tf32};
+  return BackendOptions{.device_budget_bytes = opts.budget_bytes,
+                        .max_workspace_bytes = opts.max_workspace_bytes,
+                        .allow_tf32 = opts.allow_tf32};
 }
 
 // Accuracy of the trained values on the test split: a separate Program of the evaluation graph (the forward

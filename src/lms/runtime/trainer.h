@@ -15,6 +15,7 @@
 #include "lms/autodiff/optimizer.h"
 #include "lms/data/data.h"
 #include "lms/ir/graph.h"
+#include "lms/runtime/backend.h"
 #include "lms/runtime/tensor.h"
 #include "lms/runtime/trace.h"
 #include "lms/support/error.h"
@@ -26,6 +27,7 @@ namespace lms {
 struct TrainOptions {
   std::string device = "reference";          // backend name (runtime/backend_registry.h)
   bool allow_tf32 = false;                   // cuda: f32 convolutions and matmuls on TF32 tensor cores
+  int64_t max_workspace_bytes = BackendOptions{}.max_workspace_bytes;  // cuda: the largest convolution workspace
   int64_t budget_bytes = kUnlimitedBytes;    // device memory for the step; the plan must fit it
   int64_t host_budget_bytes = kUnlimitedBytes;  // host memory for swapped tensors
   Strategy strategy = Strategy::none;        // how the plan fits the budget (plan/strategy.h)
