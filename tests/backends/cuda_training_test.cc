@@ -3,8 +3,11 @@
 // invariance (bit-identical losses and parameters under tflms and auto plans) runs on cuda too, in
 // tests/runtime/tflms_training_test.cc.
 // - cuda vs reference: close, not bit-identical: cuDNN and cuBLAS accumulate in f32 in their own order, the
-//   reference in double. Tolerances as for the cpu backend (cpu_training_test.cc): the first loss, from identical
-//   parameters through the forward only, relative 1e-5; later losses follow slightly different updates, 1e-3.
+//   reference in double. The first loss, from identical parameters through the forward only, relative 1e-5 (as
+//   for the cpu backend); later losses follow slightly different updates, and this trajectory (batch 4 through
+//   batch norm) amplifies them about a hundredfold per step: the third loss is off by 8.0e-4 on the cpu backend
+//   (oneDNN, f32) and was 1.04e-3 on an H200 (2026-12-04), against 7e-6 for the second on cpu. 3e-3 for both
+//   later losses; the op table (cuda_ops_test.cc) checks each kernel far more tightly.
 // - cuda vs cuda with the same seed: bit-identical losses and parameters (deterministic algorithms only).
 #include <gtest/gtest.h>
 
@@ -20,7 +23,7 @@ namespace lms {
 namespace {
 
 constexpr double kFirstLossTolerance = 1e-5;  // relative; see the file comment
-constexpr double kLaterLossTolerance = 1e-3;
+constexpr double kLaterLossTolerance = 3e-3;
 
 TrainReport train_resnet(const std::string& device, uint64_t seed) {
   ModelOptions m;
