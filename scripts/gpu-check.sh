@@ -141,7 +141,8 @@ fi
 # save_on_cpu's search stops at batch 768 and 48 GiB of host memory: its pinned copies of every saved tensor make
 # each larger trial slow, and it is not what the goals compare with.
 have_time 100 && PYTHONUNBUFFERED=1 timeout 120 python3 bench/torch_capped.py --cap 16GiB --min-batch 32 \
-  --max-batch 768 --host-cap 48GiB --max-seconds 25 --warmup 2 --steps 3 --copy-bandwidth \
+  --max-batch 768 --host-cap 48GiB --max-seconds 25 --warmup 2 --steps 3 --copy-bandwidth --deterministic-too \
+  --batches 128 \
   --json-out "$out/torch.json" >/dev/null 2>"$out/torch.err"
 torch_plain=$(python3 -c "import json;print(json.load(open('$out/torch.json'))['modes']['plain']['max_batch'])" 2>/dev/null)
 note "pytorch: $(python3 - "$out" <<'EOF'
@@ -153,7 +154,9 @@ except Exception as e:
     print(f"FAILED ({err[-1] if err else e})"); sys.exit()
 bw = t.get("copy_bandwidth") or {}
 print(" ".join(f"{k}: max batch {v['max_batch']}{' (the search bound)' if v['hit_max_batch_bound'] else ''}"
-               f"{'' if v['search_complete'] else ' (search cut short)'} at {v['samples_per_second_at_max']} samples/s;"
+               f"{'' if v['search_complete'] else ' (search cut short)'} at {v['samples_per_second_at_max']} samples/s"
+               f" ({v.get('samples_per_second_at_max_deterministic')} with cudnn.deterministic;"
+               f" b128: {v['throughput'].get('128')});"
                for k, v in t.get("modes", {}).items())
       + f" copies h2d {bw.get('h2d_gb_per_s')} GB/s, d2h {bw.get('d2h_gb_per_s')} GB/s")
 EOF
@@ -181,19 +184,22 @@ maxbatch() {
     2>"$out/r50_maxbatch_$1.err"
 }
 maxbatch_of() { python3 -c "import json;print(json.load(open('$out/r50_maxbatch_$1.json'))['max_batch'])" 2>/dev/null; }
-train() {  # strategy, batch: skipped when the batch is 0, above the strategy's max batch, or already run
-  local s=$1 b=${2:-0} mb trace=()
+train() {  # strategy, batch[, file name suffix, more flags]: skipped when the batch is 0, above the strategy's max
+           # batch, or already run
+  local s=$1 b=${2:-0} suffix=${3:-} mb trace=()
+  shift $(( $# < 3 ? $# : 3 ))
   mb=$(maxbatch_of "$s")
-  { [ "$b" -gt 0 ] && { [ -z "$mb" ] || [ "$b" -le "$mb" ]; } && [ ! -e "$out/r50_${s}_b$b.json" ]; } || return 0
+  local name=$out/r50_${s}${suffix}_b$b
+  { [ "$b" -gt 0 ] && { [ -z "$mb" ] || [ "$b" -le "$mb" ]; } && [ ! -e "$name.json" ]; } || return 0
   # auto's run at 4x writes a measured trace, and its plan's predicted trace goes beside it (to compare them node by
   # node in Perfetto)
-  [ "$s" = auto ] && [ "$b" = $(( 4 * tp )) ] && trace=(--trace "$out/r50_auto_b$b.trace.json")
+  [ "$s" = auto ] && [ "$b" = $(( 4 * tp )) ] && trace=(--trace "$name.trace.json")
   # up to 75 s: at the largest batches pinning the host arena (tens of GiB) alone takes a while
   have_time 30 && timeout 75 "$lms" train "${r50[@]}" $(train_args "$s") --batch "$b" --steps 4 --json \
-    "${trace[@]}" >"$out/r50_${s}_b$b.json" 2>"$out/r50_${s}_b$b.err"
+    "${trace[@]}" "$@" >"$name.json" 2>"$name.err"
   if [ ${#trace[@]} -gt 0 ] && have_time 30; then
-    timeout 30 "$lms" plan "${r50[@]}" $(strategy_args "$s") --batch "$b" --trace "$out/r50_auto_b$b.predicted.json" \
-      >"$out/r50_auto_b$b.plan.txt" 2>&1
+    timeout 30 "$lms" plan "${r50[@]}" $(strategy_args "$s") --batch "$b" --trace "$name.predicted.json" \
+      >"$name.plan.txt" 2>&1
   fi
   return 0
 }
@@ -202,6 +208,9 @@ train auto "$tp"
 train auto $(( 4 * tp ))
 maxbatch none
 train none "$(maxbatch_of none)"
+# does a larger convolution workspace allow faster algorithms? none at 128 with the default 256 MiB and with 2 GiB
+train none 128
+train none 128 _ws2g --cuda-workspace 2GiB
 train auto "$(maxbatch_of auto)"
 maxbatch tflms
 train tflms $(( 4 * tp ))
@@ -247,7 +256,17 @@ for s in ("none", "tflms", "auto"):
         runs.append(run)
     lines.append(f"  lms {s}: max batch {mb}; " + ", ".join(runs))
 for k, v in torch.items():
-    lines.append(f"  pytorch {k}: max batch {v['max_batch']}; {v['samples_per_second_at_max']}/s at it")
+    lines.append(f"  pytorch {k}: max batch {v['max_batch']}; {v['samples_per_second_at_max']}/s at it "
+                 f"({v.get('samples_per_second_at_max_deterministic')}/s with cudnn.deterministic); "
+                 f"b128 {v['throughput'].get('128')}/s")
+ws = []
+for tag, f in (("256 MiB (default)", "r50_none_b128.json"), ("2 GiB", "r50_none_ws2g_b128.json")):
+    try:
+        r = json.load(open(f"{out}/{f}"))
+        ws.append(f"{tag} {128 / statistics.median(r['step_seconds'][1:]):.1f}/s")
+    except Exception:
+        ws.append(f"{tag} not run or FAILED")
+lines.append("  lms none b128 by --cuda-workspace: " + ", ".join(ws))
 if tp:
     def verdict(ok):
         return "met" if ok else "NOT met"
