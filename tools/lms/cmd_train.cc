@@ -116,6 +116,9 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
       r.predicted_step_seconds ? nlohmann::ordered_json(*r.predicted_step_seconds) : nlohmann::ordered_json();
   if (r.predicted_step_seconds) j["device_model"] = r.device_model;
   j["step_seconds"] = r.step_seconds;
+  j["feed_seconds_median"] = r.feed_seconds_median;
+  j["plan_seconds"] = r.plan_seconds;
+  j["start_seconds"] = r.start_seconds;
   j["samples_per_second"] = r.samples_per_second;
   if (r.test_accuracy) j["test_accuracy"] = *r.test_accuracy;
   j["device"] = c.device;
@@ -166,10 +169,14 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
   }
   // Milliseconds to 3 significant digits, without an exponent for long steps.
   auto ms = [](double s) { return s >= 1 ? fmt::format("{:.0f}", s * 1e3) : fmt::format("{:.3g}", s * 1e3); };
-  fmt::print("  step time      {} ms median, {:.0f} samples/s{}\n", ms(r.step_seconds_median), r.samples_per_second,
+  fmt::print("  step time      {} ms median, {:.0f} samples/s{}; writing the batch {} ms of it\n",
+             ms(r.step_seconds_median), r.samples_per_second,
              r.predicted_step_seconds
                  ? fmt::format(" (predicted {} ms on {})", ms(*r.predicted_step_seconds), r.device_model)
-                 : std::string());
+                 : std::string(),
+             ms(r.feed_seconds_median));
+  fmt::print("  start-up       planned in {:.2f} s; arenas and initial values in {:.2f} s\n", r.plan_seconds,
+             r.start_seconds);
   if (r.test_accuracy) fmt::print("  test accuracy  {:.4f} ({} samples)\n", *r.test_accuracy, r.test_samples);
   if (!c.save.empty()) fmt::print("  saved          {}\n", c.save);
   if (!c.trace.empty()) fmt::print("  trace          {}\n", c.trace);

@@ -198,6 +198,7 @@ Result<StepResult> Executor::step(std::span<const Feed> feeds, TraceWriter* trac
   StepResult r;
   auto start = std::chrono::steady_clock::now();
   LMS_TRY_VOID(feed(feeds));
+  r.feed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   LMS_TRY_VOID(issue_all(r.max_live_bytes, trace));
   LMS_TRY_VOID(backend_->synchronize());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -44,6 +44,7 @@ struct Feed {
 struct StepResult {
   std::vector<HostTensor> outputs;  // the graph outputs, in order
   double seconds = 0;               // from the first feed to the end of synchronize
+  double feed_seconds = 0;          // of which writing the fed inputs (host to device copies of the batch)
   int64_t touched_bytes = -1;       // validation mode: highest device arena byte written + 1 (at least the
                                     // parameters' end); -1 otherwise
   int64_t max_live_bytes = 0;       // most device bytes the executor saw live at once

@@ -75,6 +75,10 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   LMS_TRY_VOID(check_optimizer_options(opts.training.optimizer));
 
   // Everything is decided, and a plan that does not fit is refused, before any memory is touched.
+  const auto planning_start = std::chrono::steady_clock::now();
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   Graph training = LMS_TRY(build_training_graph(forward, opts.training));
   // The backend is made first because the plan includes its kernels' workspaces; its arenas are allocated
   // only once the plan is known to fit.
@@ -90,6 +94,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   planning.measured = opts.measured;
   Plan plan = LMS_TRY(make_plan(training, planning));
   TrainReport rep;
+  rep.plan_seconds = seconds_since(planning_start);
   rep.peak_bytes_none = plan.peak_bytes_none;
   rep.lms_needed = plan.lms_needed;
   rep.tflms = plan.tflms;
@@ -136,12 +141,15 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   std::map<std::string, HostTensor> trained;
   {
     // The training backend and its arenas live only for the training loop.
+    const auto start_up = std::chrono::steady_clock::now();
     Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{opts.validate}));
     if (opts.initial_values) {
       LMS_TRY_VOID(ex.load(*opts.initial_values));
     } else {
       LMS_TRY_VOID(ex.initialize(opts.seed));
     }
+    rep.start_seconds = seconds_since(start_up);
+    std::vector<double> feed_seconds;
     HostTensor xs, ls;
     const auto start = std::chrono::steady_clock::now();
     for (int64_t step = 0; step < total; ++step) {
@@ -153,6 +161,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
       StepResult r = LMS_TRY(ex.step(feeds, trace));
       rep.losses.push_back(r.outputs.front().get(0));
       rep.step_seconds.push_back(r.seconds);
+      feed_seconds.push_back(r.feed_seconds);
       rep.peak_device_bytes = std::max(rep.peak_device_bytes, r.touched_bytes);
       rep.max_live_bytes = std::max(rep.max_live_bytes, r.max_live_bytes);
       rep.steps = step + 1;
@@ -166,6 +175,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
       }
     }
     if (opts.keep_values || opts.evaluate) trained = LMS_TRY(ex.persistent_values());
+    rep.feed_seconds_median = median(feed_seconds);
   }
   backend.reset();  // the training arenas are released before evaluation allocates its own
 
