@@ -10,8 +10,8 @@ the caching allocator capped by torch.cuda.set_per_process_memory_fraction(cap /
     save_on_cpu  forward+loss inside torch.autograd.graph.save_on_cpu(pin_memory=True): PyTorch's own
                  swapping, every tensor saved for backward goes to pinned host memory and comes back on use;
 it finds the largest batch that completes 2 steps without running out of memory (doubling, then bisection,
-within --max-seconds) and times samples/s at that batch and at any --batches (and with --deterministic-too at
-that batch again with cudnn.deterministic, the algorithms our engine is limited to). --copy-bandwidth adds
+within --max-seconds) and times samples/s at that batch and at any --batches (and with --deterministic-too those
+batches again with cudnn.deterministic, the algorithms our engine is limited to). --copy-bandwidth adds
 pinned host<->device copy rates, the ceiling for any swapping scheme on this machine. TF32 is off by default and
 cudnn.benchmark too, as in our engine. The cap covers the caching allocator only, not the CUDA context.
 Host RAM is guarded too (--host-cap): save_on_cpu's pinned memory grows with the batch, and running out of
@@ -307,8 +307,8 @@ def parse_args(argv):
     p.add_argument("--tf32", action="store_true", help="allow TF32 in matmuls and convolutions (default off)")
     p.add_argument("--cudnn-benchmark", action="store_true", help="set cudnn.benchmark (default off)")
     p.add_argument("--deterministic-too", action="store_true",
-                   help="also time each mode's max batch with cudnn.deterministic (deterministic convolution "
-                        "algorithms only, as our engine runs)")
+                   help="also time each mode's max batch and --batches with cudnn.deterministic (deterministic "
+                        "convolution algorithms only, as our engine runs)")
     p.add_argument("--copy-bandwidth", action="store_true", help="also measure pinned host<->device copies")
     p.add_argument("--copy-bytes", type=parse_size, default=None, help="copy buffer (default 1GiB; 64MiB smoke)")
     p.add_argument("--copy-repeats", type=int, default=5, help="timed copies each way (default 5)")
@@ -368,10 +368,11 @@ def main(argv):
             if b == r["max_batch"]:
                 r["samples_per_second_at_max"] = r["throughput"][str(b)]
                 r["peak_allocated_bytes_at_max"], r["peak_reserved_bytes_at_max"] = peaks
-        if args.deterministic_too and r["max_batch"]:
+        if args.deterministic_too:
             torch.backends.cudnn.deterministic = True
-            r["samples_per_second_at_max_deterministic"], _ = bench.throughput(mode, r["max_batch"])
+            r["throughput_deterministic"] = {b: bench.throughput(mode, int(b))[0] for b in r["throughput"]}
             torch.backends.cudnn.deterministic = False
+            r["samples_per_second_at_max_deterministic"] = r["throughput_deterministic"].get(str(r["max_batch"]))
         probe_batch, growth = bench.host_probe[mode]
         r["host_peak_growth_bytes"] = {"batch": probe_batch, "bytes": growth}
         result["modes"][mode] = r

@@ -138,10 +138,10 @@ elif [ $built = 1 ]; then
 fi
 
 # --- PyTorch capped at 16 GiB (plain and save_on_cpu), copy bandwidth ---------------------------------------
-# save_on_cpu's search stops at batch 768 and 48 GiB of host memory: its pinned copies of every saved tensor make
-# each larger trial slow, and it is not what the goals compare with.
+# save_on_cpu's search stops at batch 768, 48 GiB of host memory or 15 s: its pinned copies of every saved tensor
+# make each larger trial slow, and it is not what the goals compare with.
 have_time 100 && PYTHONUNBUFFERED=1 timeout 120 python3 bench/torch_capped.py --cap 16GiB --min-batch 32 \
-  --max-batch 768 --host-cap 48GiB --max-seconds 25 --warmup 2 --steps 3 --copy-bandwidth --deterministic-too \
+  --max-batch 768 --host-cap 48GiB --max-seconds 15 --warmup 2 --steps 3 --copy-bandwidth --deterministic-too \
   --batches 128 \
   --json-out "$out/torch.json" >/dev/null 2>"$out/torch.err"
 torch_plain=$(python3 -c "import json;print(json.load(open('$out/torch.json'))['modes']['plain']['max_batch'])" 2>/dev/null)
@@ -156,7 +156,8 @@ bw = t.get("copy_bandwidth") or {}
 print(" ".join(f"{k}: max batch {v['max_batch']}{' (the search bound)' if v['hit_max_batch_bound'] else ''}"
                f"{'' if v['search_complete'] else ' (search cut short)'} at {v['samples_per_second_at_max']} samples/s"
                f" ({v.get('samples_per_second_at_max_deterministic')} with cudnn.deterministic;"
-               f" b128: {v['throughput'].get('128')});"
+               f" b128: {v['throughput'].get('128')}, {v.get('throughput_deterministic', {}).get('128')}"
+               f" deterministic);"
                for k, v in t.get("modes", {}).items())
       + f" copies h2d {bw.get('h2d_gb_per_s')} GB/s, d2h {bw.get('d2h_gb_per_s')} GB/s")
 EOF
@@ -194,8 +195,8 @@ train() {  # strategy, batch[, file name suffix, more flags]: skipped when the b
   # auto's run at 4x writes a measured trace, and its plan's predicted trace goes beside it (to compare them node by
   # node in Perfetto)
   [ "$s" = auto ] && [ "$b" = $(( 4 * tp )) ] && trace=(--trace "$name.trace.json")
-  # up to 75 s: at the largest batches pinning the host arena (tens of GiB) alone takes a while
-  have_time 30 && timeout 75 "$lms" train "${r50[@]}" $(train_args "$s") --batch "$b" --steps 4 --json \
+  # up to 75 s (train_limit): at the largest batches pinning the host arena (tens of GiB) alone takes a while
+  have_time 30 && timeout "${train_limit:-75}" "$lms" train "${r50[@]}" $(train_args "$s") --batch "$b" --steps 4 --json \
     "${trace[@]}" "$@" >"$name.json" 2>"$name.err"
   if [ ${#trace[@]} -gt 0 ] && have_time 30; then
     timeout 30 "$lms" plan "${r50[@]}" $(strategy_args "$s") --batch "$b" --trace "$name.predicted.json" \
@@ -208,10 +209,10 @@ train auto "$tp"
 train auto $(( 4 * tp ))
 maxbatch none
 train none "$(maxbatch_of none)"
-# does a larger convolution workspace allow faster algorithms? none at 128 with the default 256 MiB and with 2 GiB
-train none 128
-train none 128 _ws2g --cuda-workspace 2GiB
-train auto "$(maxbatch_of auto)"
+train none 128  # beside PyTorch's b128, plain and deterministic
+# auto at 5x PyTorch's max batch (its own max batch, 1262 on 2026-12-04, did not start within 75 s: planning and
+# pinning an 82 GB host arena), given longer
+train_limit=120 train auto $(( 5 * tp ))
 maxbatch tflms
 train tflms $(( 4 * tp ))
 train tflms "$(maxbatch_of tflms)"
@@ -253,20 +254,21 @@ for s in ("none", "tflms", "auto"):
             run += f" (predicted {b / r['predicted_step_seconds']:.1f}/s)"
         if r.get("peak_device_bytes"):
             run += f" peak {r['peak_device_bytes'] / 2**30:.2f} GiB"
+        if "feed_seconds_median" in r:
+            run += (f" (batch write {r['feed_seconds_median'] * 1e3:.1f} ms; planned in {r['plan_seconds']:.1f} s,"
+                    f" started in {r['start_seconds']:.1f} s)")
         runs.append(run)
     lines.append(f"  lms {s}: max batch {mb}; " + ", ".join(runs))
 for k, v in torch.items():
     lines.append(f"  pytorch {k}: max batch {v['max_batch']}; {v['samples_per_second_at_max']}/s at it "
                  f"({v.get('samples_per_second_at_max_deterministic')}/s with cudnn.deterministic); "
                  f"b128 {v['throughput'].get('128')}/s")
-ws = []
-for tag, f in (("256 MiB (default)", "r50_none_b128.json"), ("2 GiB", "r50_none_ws2g_b128.json")):
-    try:
-        r = json.load(open(f"{out}/{f}"))
-        ws.append(f"{tag} {128 / statistics.median(r['step_seconds'][1:]):.1f}/s")
-    except Exception:
-        ws.append(f"{tag} not run or FAILED")
-lines.append("  lms none b128 by --cuda-workspace: " + ", ".join(ws))
+plain = torch.get("plain") or {}
+if ("none", 128) in rates and isinstance(plain.get("throughput", {}).get("128"), (int, float)):
+    det = plain.get("throughput_deterministic", {}).get("128")
+    lines.append(f"  at b128: lms none {rates['none', 128]:.1f}/s = {rates['none', 128] / plain['throughput']['128']:.3f}"
+                 f" x pytorch plain's" + (f", {rates['none', 128] / det:.3f} x its deterministic"
+                                          if isinstance(det, (int, float)) else ""))
 if tp:
     def verdict(ok):
         return "met" if ok else "NOT met"
