@@ -255,7 +255,8 @@ for s in ("none", "tflms", "auto"):
         if r.get("peak_device_bytes"):
             run += f" peak {r['peak_device_bytes'] / 2**30:.2f} GiB"
         if "feed_seconds_median" in r:
-            run += (f" (batch write {r['feed_seconds_median'] * 1e3:.1f} ms; planned in {r['plan_seconds']:.1f} s,"
+            run += (f" (batch write {r['feed_seconds_median'] * 1e3:.1f} ms{', pinned' if r.get('batch_pinned') else ''};"
+                    f" planned in {r['plan_seconds']:.1f} s,"
                     f" started in {r['start_seconds']:.1f} s)")
         runs.append(run)
     lines.append(f"  lms {s}: max batch {mb}; " + ", ".join(runs))

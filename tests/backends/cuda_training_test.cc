@@ -57,6 +57,8 @@ TEST(CudaTraining, Resnet18IsCloseToReference) {
     EXPECT_NEAR(cuda.losses[i], ref.losses[i], tolerance * std::abs(ref.losses[i])) << "step " << i;
   }
   EXPECT_EQ(cuda.peak_device_bytes, cuda.planned_peak_bytes) << "measured vs planned peak";
+  EXPECT_TRUE(cuda.batch_pinned) << "the batch buffers are page-locked once (cudaHostRegister)";
+  EXPECT_FALSE(ref.batch_pinned) << "the reference backend pins nothing";
 }
 
 TEST(CudaTraining, Resnet18IsRepeatable) {

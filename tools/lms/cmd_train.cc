@@ -117,6 +117,7 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
   if (r.predicted_step_seconds) j["device_model"] = r.device_model;
   j["step_seconds"] = r.step_seconds;
   j["feed_seconds_median"] = r.feed_seconds_median;
+  j["batch_pinned"] = r.batch_pinned;
   j["plan_seconds"] = r.plan_seconds;
   j["start_seconds"] = r.start_seconds;
   j["samples_per_second"] = r.samples_per_second;

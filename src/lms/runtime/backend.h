@@ -85,6 +85,13 @@ class Backend {
   virtual Result<void> copy_to_device(int64_t offset, const void* src, int64_t bytes) = 0;
   virtual Result<void> copy_from_device(int64_t offset, void* dst, int64_t bytes) = 0;
 
+  // Page-locks `bytes` of host memory at `p` (not the host arena) so that copy_to_device from it is one DMA,
+  // until unpin_host_memory(p); for buffers reused every step (the trainer's batch), pinned once at start-up.
+  // True when pinned; the default pins nothing and says false (host backends copy with memcpy either way).
+  // Error: the memory cannot be pinned (copies from it still work, only slower).
+  virtual Result<bool> pin_host_memory(void* /*p*/, int64_t /*bytes*/) { return false; }
+  virtual void unpin_host_memory(void* /*p*/) {}
+
   // Validation support (docs/runtime.md, "measured peak"): fills [offset, offset + bytes) of the device arena
   // with `pattern`, and finds the highest byte in a range that no longer holds it (-1 when all still do).
   virtual Result<void> poison_device(int64_t offset, int64_t bytes, std::byte pattern) = 0;

@@ -151,10 +151,27 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
     rep.start_seconds = seconds_since(start_up);
     std::vector<double> feed_seconds;
     HostTensor xs, ls;
+    // The batch buffers are reused every step (DataSource keeps their storage): pinned once they exist, so that
+    // writing them into the arena is one DMA each (cuda; other backends pin nothing). Unpinned before they are
+    // freed (declared after them). A buffer that cannot be pinned is copied from pageable memory.
+    struct PinnedBatch {
+      Backend* backend;
+      std::vector<void*> pinned;
+      ~PinnedBatch() {
+        for (void* p : pinned) backend->unpin_host_memory(p);
+      }
+    } pinned_batch{backend.get(), {}};
     const auto start = std::chrono::steady_clock::now();
     for (int64_t step = 0; step < total; ++step) {
       const int64_t epoch = step / rep.steps_per_epoch;
       LMS_TRY_VOID(data->train_batch(epoch, step % rep.steps_per_epoch, xs, ls));
+      if (step == 0) {
+        for (HostTensor* t : {&xs, &ls}) {
+          auto pinned = backend->pin_host_memory(t->data.data(), static_cast<int64_t>(t->data.size()));
+          if (pinned && *pinned) pinned_batch.pinned.push_back(t->data.data());
+        }
+        rep.batch_pinned = pinned_batch.pinned.size() == 2;
+      }
       const Feed feeds[] = {{x, &xs}, {labels, &ls}};
       TraceWriter* trace = opts.trace != nullptr && traced_step(step, total) ? opts.trace : nullptr;
       if (trace) trace->set_step(step);

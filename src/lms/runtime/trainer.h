@@ -72,6 +72,7 @@ struct TrainReport {
   std::vector<double> losses;              // one per step
   std::vector<double> step_seconds;        // executor step times (feeding to synchronize), one per step
   double feed_seconds_median = 0;          // of a step, the median time writing the batch into the arena
+  bool batch_pinned = false;               // both batch buffers were page-locked (Backend::pin_host_memory)
   double plan_seconds = 0;                 // building the training graph and planning it
   double start_seconds = 0;                // allocating the arenas (the host one pinned) and the initial values
   int64_t steps = 0, planned_steps = 0;     // steps run, and steps asked for (more if interrupted)

@@ -358,6 +358,16 @@ Result<void> CudaBackend::copy_to_device(int64_t offset, const void* src, int64_
   return check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
+Result<bool> CudaBackend::pin_host_memory(void* p, int64_t bytes) {
+  if (bytes <= 0) return false;
+  LMS_TRY_VOID(check(cudaHostRegister(p, static_cast<size_t>(bytes), cudaHostRegisterDefault), "cudaHostRegister"));
+  return true;
+}
+
+void CudaBackend::unpin_host_memory(void* p) {
+  if (cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();  // never pinned: nothing to undo
+}
+
 Result<void> CudaBackend::copy_from_device(int64_t offset, void* dst, int64_t bytes) {
   LMS_TRY_VOID(impl_->check_range("copy_from_device", offset, bytes));
   LMS_TRY_VOID(impl_->sync_all());

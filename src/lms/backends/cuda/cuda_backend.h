@@ -39,6 +39,8 @@ class CudaBackend final : public Backend {
   Result<void> record(EventId e, StreamId stream) override;
   Result<void> wait(StreamId stream, EventId e) override;
   Result<void> copy_to_device(int64_t offset, const void* src, int64_t bytes) override;
+  Result<bool> pin_host_memory(void* p, int64_t bytes) override;
+  void unpin_host_memory(void* p) override;
   Result<void> copy_from_device(int64_t offset, void* dst, int64_t bytes) override;
   Result<void> poison_device(int64_t offset, int64_t bytes, std::byte pattern) override;
   Result<int64_t> last_changed_byte(int64_t offset, int64_t bytes, std::byte pattern) override;
