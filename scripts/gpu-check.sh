@@ -210,6 +210,7 @@ train auto $(( 4 * tp ))
 maxbatch none
 train none "$(maxbatch_of none)"
 train none 128  # beside PyTorch's b128, plain and deterministic
+train none 128 _gemm1x1 --cuda-gemm-1x1-filter  # 1x1 backward-filters on cuBLAS instead of cuDNN
 # auto at 5x PyTorch's max batch (its own max batch, 1262 on 2026-12-04, did not start within 75 s: planning and
 # pinning an 82 GB host arena), given longer
 train_limit=120 train auto $(( 5 * tp ))
@@ -270,6 +271,13 @@ if ("none", 128) in rates and isinstance(plain.get("throughput", {}).get("128"),
     lines.append(f"  at b128: lms none {rates['none', 128]:.1f}/s = {rates['none', 128] / plain['throughput']['128']:.3f}"
                  f" x pytorch plain's" + (f", {rates['none', 128] / det:.3f} x its deterministic"
                                           if isinstance(det, (int, float)) else ""))
+try:
+    r = json.load(open(f"{out}/r50_none_gemm1x1_b128.json"))
+    g = 128 / statistics.median(r["step_seconds"][1:])
+    base = f" = {g / rates['none', 128]:.3f} x cuDNN's" if ("none", 128) in rates else ""
+    lines.append(f"  lms none b128 with --cuda-gemm-1x1-filter: {g:.1f}/s{base}")
+except Exception:
+    lines.append("  lms none b128 with --cuda-gemm-1x1-filter: not run or FAILED")
 if tp:
     def verdict(ok):
         return "met" if ok else "NOT met"

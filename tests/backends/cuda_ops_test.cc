@@ -5,6 +5,8 @@
 // order. On the GPU, when one is present (else skipped, saying why): every case as a one-node Program through the
 // Executor on the cuda backend, within cuda_tolerance, and bit-identical when run again; and the convolutions at
 // batch 5 in forced batch chunks.
+#include <algorithm>
+
 #include "backends/gpu_presence.h"
 #include "backends/op_cases.h"
 
@@ -231,6 +233,45 @@ TEST_P(CudaConvChunks, MatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaConvChunks, ::testing::ValuesIn(batch5_conv_cases()), test_name);
+
+// 1x1 stride-1 unpadded ungrouped backward-filters on cuBLAS (BackendOptions::gemm_1x1_filter,
+// conv_1x1_gemm.cc; its layout is checked on the host by filter_gemm_test.cc): with the partials of the whole
+// batch at once and of two samples at a time (the workspace limit sets the group), against the reference, and
+// bit-identical on a fresh backend.
+TEST(CudaFilterGemm, OneByOneBackwardFiltersMatchTheReference) {
+  LMS_CUDA_BACKEND_OR_SKIP(cuda);
+  std::vector<OpCase> cases = all_cases(), b5 = batch5_conv_cases();
+  cases.insert(cases.end(), b5.begin(), b5.end());
+  int checked = 0;
+  for (const OpCase& c : cases) {
+    if (c.op != Op::conv_backward_filter || c.attrs.get_int("groups", 1) != 1) continue;
+    const IntList w = c.attrs.get_ints("w_shape", {}), stride = c.attrs.get_ints("stride", {}),
+                  pad = c.attrs.get_ints("pad", {});
+    if (std::any_of(w.begin() + 2, w.end(), [](int64_t k) { return k != 1; }) ||
+        std::any_of(stride.begin(), stride.end(), [](int64_t s) { return s != 1; }) ||
+        std::any_of(pad.begin(), pad.end(), [](int64_t p) { return p != 0; }))
+      continue;
+    ++checked;
+    constexpr uint64_t kSeed = 17;
+    ReferenceBackend reference;
+    std::vector<HostTensor> want = run_case(c, reference, kSeed);
+    const int64_t element = c.inputs[0].dtype == DType::f64 ? 8 : 4;
+    for (int64_t limit : {int64_t{256} << 20, 2 * w[0] * w[1] * element}) {
+      BackendOptions o;
+      o.gemm_1x1_filter = true;
+      o.max_workspace_bytes = limit;
+      auto first = make_backend("cuda", o), again = make_backend("cuda", o);
+      ASSERT_TRUE(first.has_value() && again.has_value()) << c.name;
+      std::vector<HostTensor> got = run_case(c, **first, kSeed);
+      expect_match(c, "(cuBLAS filter gemm, workspace limit " + std::to_string(limit) + ")", got, want,
+                   cuda_tolerance(c));
+      std::vector<HostTensor> repeat = run_case(c, **again, kSeed);
+      ASSERT_EQ(repeat.size(), got.size());
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(repeat[i].data, got[i].data) << c.name << ": repeat run";
+    }
+  }
+  EXPECT_GE(checked, 2) << "the table's 1x1 convolution at batch 2 and at batch 5";
+}
 
 }  // namespace
 }  // namespace lms

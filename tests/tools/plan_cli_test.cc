@@ -117,8 +117,8 @@ TEST(PlanCommand, Tf32PredictsWithTheTensorCoreRate) {
                         "--tf32 applies to --device cuda", "reference profile");
 }
 
-// --cuda-workspace is cuda's (its effect, the algorithms and batch chunks it allows, is checked on a GPU by the
-// cuda op tests): with another backend, or a bad size, one error line from each command that takes it.
+// --cuda-workspace and --cuda-gemm-1x1-filter are cuda's (their effects are checked on a GPU by the cuda op
+// tests): with another backend, or a bad size, one error line from each command that takes them.
 TEST(PlanCommand, CudaWorkspaceIsCudasAndASize) {
   const std::string plan = "plan --model mlp --budget 1GiB";
   expect_one_error_line(run_lms(plan + " --device cpu --cuda-workspace 1GiB"), "--cuda-workspace applies to --device cuda",
@@ -131,6 +131,10 @@ TEST(PlanCommand, CudaWorkspaceIsCudasAndASize) {
                         "--cuda-workspace applies to --device cuda", "reference profile");
   expect_one_error_line(run_lms("maxbatch --model mlp --budget 1GiB --device cuda --cuda-workspace lots"),
                         "--cuda-workspace", "bad size");
+  expect_one_error_line(run_lms(plan + " --device cpu --cuda-gemm-1x1-filter"),
+                        "--cuda-gemm-1x1-filter applies to --device cuda", "cpu plan, gemm flag");
+  expect_one_error_line(run_lms("profile --model mlp --device reference --cuda-gemm-1x1-filter -o x.json"),
+                        "--cuda-gemm-1x1-filter applies to --device cuda", "reference profile, gemm flag");
 }
 
 TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {

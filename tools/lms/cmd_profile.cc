@@ -31,7 +31,7 @@ struct ProfileCmd {
   std::string output;  // -o PROFILE.json
   std::string copy_bytes = "256MiB";  // --copy-bytes: the tensor the copy rates are measured with; 0: none
   bool tf32 = false;                  // --tf32: cuda's f32 convolutions and matmuls on TF32 tensor cores
-  std::string cuda_workspace;         // --cuda-workspace SIZE (empty: the backend's default)
+  CudaFlags cuda;                     // --cuda-workspace, --cuda-gemm-1x1-filter
 };
 
 double median(std::vector<double> v) {
@@ -62,7 +62,7 @@ Result<nlohmann::ordered_json> copy_rates(const ProfileCmd& c, int64_t bytes) {
   ValueId back = b.op(Op::swap_in, {b.op(Op::swap_out, {x}, {}, "to_host")}, {}, "to_device");
   if (!b.ok()) return std::unexpected(*b.error());
   g.set_outputs({back});
-  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, LMS_TRY(backend_options(c.tf32, c.cuda_workspace, c.device))));
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, LMS_TRY(backend_options(c.tf32, c.cuda, c.device))));
   Program program = LMS_TRY(compile(g, {}, backend.get()));
   Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{.time_nodes = true}));
   LMS_TRY_VOID(ex.initialize(0));
@@ -93,7 +93,7 @@ Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
   auto copy_bytes = parse_size(c.copy_bytes);
   if (!copy_bytes) return wrap("--copy-bytes", copy_bytes.error());
   Graph g = LMS_TRY(training_graph(c.plan, c.plan.model));
-  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, LMS_TRY(backend_options(c.tf32, c.cuda_workspace, c.device))));
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, LMS_TRY(backend_options(c.tf32, c.cuda, c.device))));
   Program program = LMS_TRY(compile(g, {}, backend.get()));
   Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{.time_nodes = true}));
   LMS_TRY_VOID(ex.initialize(0));
@@ -202,7 +202,7 @@ void add_profile_command(CLI::App& root, int& exit_code) {
   sub->add_option("--copy-bytes", c->copy_bytes,
                   "Size of the tensor the copy rates are measured with (0: measure no copies)")->capture_default_str();
   sub->add_flag("--tf32", c->tf32, "cuda: f32 convolutions and matmuls on TF32 tensor cores");
-  add_cuda_workspace_option(sub, c->cuda_workspace);
+  add_cuda_options(sub, c->cuda);
   sub->add_option("--steps", c->steps, "Measured steps (each node's median is written)")->capture_default_str();
   sub->add_option("--warmup", c->warmup, "Steps run first and not measured")->capture_default_str();
   sub->add_option("-o,--output", c->output, "The profile (JSON) to write")->required();

@@ -31,7 +31,7 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
   app->add_flag("--tf32", a.tf32,
                 "cuda: run f32 convolutions and matmuls on TF32 tensor cores (faster, not bit-comparable with the "
                 "reference) and predict with the device model's TF32 rate");
-  add_cuda_workspace_option(app, a.cuda_workspace);
+  add_cuda_options(app, a.cuda);
   app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, and every size maxbatch/maxres probes (on stderr)");
 }
 
@@ -100,22 +100,28 @@ Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_
   return o;
 }
 
-void add_cuda_workspace_option(CLI::App* app, std::string& cuda_workspace) {
-  app->add_option("--cuda-workspace", cuda_workspace,
+void add_cuda_options(CLI::App* app, CudaFlags& cuda) {
+  app->add_option("--cuda-workspace", cuda.workspace,
                   "cuda: the largest workspace one convolution's cuDNN algorithm may use, planned as a buffer "
                   "(default 256MiB; a larger one may allow faster algorithms, a batch whose algorithms all need more "
                   "runs in chunks)");
+  app->add_flag("--cuda-gemm-1x1-filter", cuda.gemm_1x1_filter,
+                "cuda: 1x1 stride-1 backward-filters as cuBLAS gemms per sample plus an ordered sum, instead of "
+                "cuDNN (deterministic; not cuDNN's bits)");
 }
 
-Result<BackendOptions> backend_options(bool tf32, const std::string& cuda_workspace, std::string_view device) {
+Result<BackendOptions> backend_options(bool tf32, const CudaFlags& cuda, std::string_view device) {
   if (tf32 && !device.empty() && device != "cuda")
     return fail("--tf32 applies to --device cuda (TF32 tensor cores), not '{}'", device);
+  const std::string elsewhere =
+      device.empty() ? std::string("planning without a backend") : fmt::format("'{}'", device);
   BackendOptions o{.allow_tf32 = tf32};
-  if (!cuda_workspace.empty()) {
-    if (device != "cuda")
-      return fail("--cuda-workspace applies to --device cuda, not {}",
-                  device.empty() ? std::string("planning without a backend") : fmt::format("'{}'", device));
-    auto b = parse_size(cuda_workspace);
+  if (cuda.gemm_1x1_filter && device != "cuda")
+    return fail("--cuda-gemm-1x1-filter applies to --device cuda, not {}", elsewhere);
+  o.gemm_1x1_filter = cuda.gemm_1x1_filter;
+  if (!cuda.workspace.empty()) {
+    if (device != "cuda") return fail("--cuda-workspace applies to --device cuda, not {}", elsewhere);
+    auto b = parse_size(cuda.workspace);
     if (!b) return wrap("--cuda-workspace", b.error());
     o.max_workspace_bytes = *b;
   }

@@ -16,6 +16,12 @@
 
 namespace lms::cli {
 
+// The cuda backend's flags beside --tf32 (BackendOptions), on every command that makes a backend.
+struct CudaFlags {
+  std::string workspace;         // --cuda-workspace SIZE: the largest convolution workspace (empty: the default)
+  bool gemm_1x1_filter = false;  // --cuda-gemm-1x1-filter: 1x1 backward-filters on cuBLAS instead of cuDNN
+};
+
 struct StrategyArgs {
   std::string budget;         // --budget SIZE (empty: unlimited, unless `budget_required`)
   std::string host_budget;    // --host-budget SIZE (empty: unlimited)
@@ -23,14 +29,14 @@ struct StrategyArgs {
   std::string tflms_params;   // --tflms-params T,A,G,S (empty: search)
   bool verbose = false;       // --verbose: every parameter set the tflms search tries
   bool tf32 = false;          // --tf32: cuda's f32 convolutions and matmuls on TF32 tensor cores, predicted so
-  std::string cuda_workspace; // --cuda-workspace SIZE: cuda's largest convolution workspace (empty: the default)
+  CudaFlags cuda;             // --cuda-workspace, --cuda-gemm-1x1-filter
   std::string device_model;   // --device-model NAME: the device auto plans for and times are predicted on
   std::string profile;        // --profile FILE: measured node times and copy rates (lms profile) overriding the
                               // device model's roofline and link rates
 };
 
 // Adds --budget (required when `budget_required`), --host-budget, --strategy, --tflms-params, --verbose,
-// --device-model, --profile, --tf32, --cuda-workspace.
+// --device-model, --profile, --tf32, --cuda-workspace, --cuda-gemm-1x1-filter.
 void add_strategy_options(CLI::App* app, StrategyArgs& args, bool budget_required);
 
 // The options the flags ask for (workspaces are the caller's). The device model is --device-model's, or for
@@ -38,11 +44,11 @@ void add_strategy_options(CLI::App* app, StrategyArgs& args, bool budget_require
 // --tf32. Errors name the flag.
 Result<StrategyOptions> resolve(const StrategyArgs& args, std::string_view default_device_model);
 
-// The backend options the flags ask for on `device` (empty: planning without a backend). Errors: --tf32 or
-// --cuda-workspace (`cuda_workspace`, a size; empty: the default) with a backend other than cuda, a bad size.
-Result<BackendOptions> backend_options(bool tf32, const std::string& cuda_workspace, std::string_view device);
-// Adds --cuda-workspace.
-void add_cuda_workspace_option(CLI::App* app, std::string& cuda_workspace);
+// The backend options the flags ask for on `device` (empty: planning without a backend). Errors: --tf32 or a
+// cuda flag with a backend other than cuda, a bad --cuda-workspace size.
+Result<BackendOptions> backend_options(bool tf32, const CudaFlags& cuda, std::string_view device);
+// Adds --cuda-workspace and --cuda-gemm-1x1-filter.
+void add_cuda_options(CLI::App* app, CudaFlags& cuda);
 
 // The device model auto plans for when --device-model is not given: cpu-here for the cpu and reference
 // backends (measured here), h200-pcie5 for cuda and for plans made without a backend.

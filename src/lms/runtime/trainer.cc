@@ -30,7 +30,8 @@ Result<ValueId> named_input(const Graph& g, const char* name) {
 BackendOptions backend_options(const TrainOptions& opts) {
   return BackendOptions{.device_budget_bytes = opts.budget_bytes,
                         .max_workspace_bytes = opts.max_workspace_bytes,
-                        .allow_tf32 = opts.allow_tf32};
+                        .allow_tf32 = opts.allow_tf32,
+                        .gemm_1x1_filter = opts.gemm_1x1_filter};
 }
 
 // Accuracy of the trained values on the test split: a separate Program of the evaluation graph (the forward

@@ -13,7 +13,9 @@
 // when output_pad < dilation) needs asymmetric padding, which the legacy descriptors cannot express.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -87,6 +89,41 @@ inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
   }
   s.x = out;
   return s;
+}
+
+// A 1x1 backward-filter (every kernel size 1, stride 1, pad 0, one group; dilation has no effect) as gemms:
+// with P the spatial size, dw[Co, Ci] = sum over samples s of dy[s][Co, P] x[s][Ci, P]^T. In cuBLAS's
+// column-major terms (our row-major [R, C] is its [C, R]) sample s's product, dw^T = x[s]^T dy[s], is one gemm
+// of a strided batch: A = x (transposed, [P, Ci] at lda P), B = dy ([P, Co] at ldb P), C = the sample's
+// partial [Ci, Co] at ldc Ci. `group` samples per batched call write their partials, which SumPartials adds
+// into dw in sample order (conv_1x1_gemm.cc).
+struct FilterGemmPlan {
+  int64_t m = 0, n = 0, k = 0;                       // Ci, Co, P
+  int64_t lda = 1, ldb = 1, ldc = 1;                 // P, P, Ci
+  int64_t stride_a = 1, stride_b = 1, stride_c = 1;  // Ci*P, Co*P, Ci*Co: one sample of x, dy and the partials
+  int64_t batch = 0;                                 // samples in all
+  int64_t group = 1;                                 // samples per call (the last call takes the rest)
+};
+
+// The plan of `p` (a backward-filter plan) with at most `max_partials` partial elements at once, or nothing when
+// it is not a 1x1 stride-1 unpadded ungrouped convolution or has an empty dimension.
+inline std::optional<FilterGemmPlan> filter_gemm_plan(const ConvPlan& p, int64_t max_partials) {
+  if (p.pass != ConvPass::backward_filter || p.groups != 1) return std::nullopt;
+  for (size_t i = 0; i < p.stride.size(); ++i)
+    if (p.w[2 + i] != 1 || p.stride[i] != 1 || p.pad[i] != 0) return std::nullopt;
+  FilterGemmPlan g;
+  g.m = p.x[1];
+  g.n = p.y[1];
+  g.k = reference::product(p.x, 2, p.x.size());
+  g.batch = p.x[0];
+  if (g.m < 1 || g.n < 1 || g.k < 1 || g.batch < 1) return std::nullopt;
+  g.lda = g.ldb = g.k;
+  g.ldc = g.m;
+  g.stride_a = g.m * g.k;
+  g.stride_b = g.n * g.k;
+  g.stride_c = g.m * g.n;
+  g.group = std::clamp<int64_t>(max_partials / g.stride_c, 1, g.batch);
+  return g;
 }
 
 // The plan of a convolution-family call (see the file comment). Errors: an op outside the family, shapes or

@@ -84,5 +84,6 @@ LMS_LAUNCH_FLOAT(SgdUpdate)
 LMS_LAUNCH_FLOAT(MomentumUpdate)
 LMS_LAUNCH_FLOAT(AdamUpdate)
 LMS_LAUNCH(AdamStep)
+LMS_LAUNCH_FLOAT(SumPartials)
 
 }  // namespace lms::cuda

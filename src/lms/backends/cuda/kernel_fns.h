@@ -557,6 +557,24 @@ struct LayerNormGradColumns {
   }
 };
 
+// The sum of `groups` partial results of `count` elements each, one element per index: y[e] = (accumulate ?
+// y[e] : 0) + the sum over g of parts[g * count + e], summed in double in g order and rounded once (the 1x1
+// backward-filter's per-sample gemms, conv_1x1_gemm.cc; not an op of its own).
+template <class T>
+struct SumPartials {
+  const T* parts;
+  T* y;
+  int64_t count;
+  int64_t groups;
+  bool accumulate;
+  LMS_HD void operator()(int64_t e) const {
+    double acc = accumulate ? static_cast<double>(y[e]) : 0.0;
+    double sum = 0;
+    for (int64_t g = 0; g < groups; ++g) sum += static_cast<double>(parts[g * count + e]);
+    y[e] = static_cast<T>(acc + sum);
+  }
+};
+
 // bn_running_update, one channel per index (see the reference's norm.cc for the formulas).
 template <class T>
 struct BnRunningUpdate {
