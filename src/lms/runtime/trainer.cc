@@ -26,7 +26,8 @@ Result<ValueId> named_input(const Graph& g, const char* name) {
   return *v;
 }
 
-// The backend the options ask for: the budget enforced by its arena, TF32 as asked.
+// The backend the options ask for: the budget enforced by its arena, cuda's TF32, workspace limit and 1x1
+// backward-filters as asked.
 BackendOptions backend_options(const TrainOptions& opts) {
   return BackendOptions{.device_budget_bytes = opts.budget_bytes,
                         .max_workspace_bytes = opts.max_workspace_bytes,
