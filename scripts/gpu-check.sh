@@ -194,7 +194,7 @@ train() {  # strategy, batch[, file name suffix, more flags]: skipped when the b
   { [ "$b" -gt 0 ] && { [ -z "$mb" ] || [ "$b" -le "$mb" ]; } && [ ! -e "$name.json" ]; } || return 0
   # auto's run at 4x writes a measured trace, and its plan's predicted trace goes beside it (to compare them node by
   # node in Perfetto)
-  [ "$s" = auto ] && [ "$b" = $(( 4 * tp )) ] && trace=(--trace "$name.trace.json")
+  [ "$s" = auto ] && [ -z "$suffix" ] && [ "$b" = $(( 4 * tp )) ] && trace=(--trace "$name.trace.json")
   # up to 75 s (train_limit): at the largest batches pinning the host arena (tens of GiB) alone takes a while
   have_time 30 && timeout "${train_limit:-75}" "$lms" train "${r50[@]}" $(train_args "$s") --batch "$b" --steps 4 --json \
     "${trace[@]}" "$@" >"$name.json" 2>"$name.err"
@@ -210,7 +210,8 @@ train auto $(( 4 * tp ))
 maxbatch none
 train none "$(maxbatch_of none)"
 train none 128  # beside PyTorch's b128, plain and deterministic
-train none 128 _gemm1x1 --cuda-gemm-1x1-filter  # 1x1 backward-filters on cuBLAS instead of cuDNN
+train none 128 _gemm1x1 --cuda-gemm-1x1  # 1x1 convolutions on cuBLAS instead of cuDNN
+train auto $(( 4 * tp )) _gemm1x1 --cuda-gemm-1x1
 # auto at 5x PyTorch's max batch (its own max batch, 1262 on 2026-12-04, did not start within 75 s: planning and
 # pinning an 82 GB host arena), given longer
 train_limit=120 train auto $(( 5 * tp ))
@@ -271,13 +272,15 @@ if ("none", 128) in rates and isinstance(plain.get("throughput", {}).get("128"),
     lines.append(f"  at b128: lms none {rates['none', 128]:.1f}/s = {rates['none', 128] / plain['throughput']['128']:.3f}"
                  f" x pytorch plain's" + (f", {rates['none', 128] / det:.3f} x its deterministic"
                                           if isinstance(det, (int, float)) else ""))
-try:
-    r = json.load(open(f"{out}/r50_none_gemm1x1_b128.json"))
-    g = 128 / statistics.median(r["step_seconds"][1:])
-    base = f" = {g / rates['none', 128]:.3f} x cuDNN's" if ("none", 128) in rates else ""
-    lines.append(f"  lms none b128 with --cuda-gemm-1x1-filter: {g:.1f}/s{base}")
-except Exception:
-    lines.append("  lms none b128 with --cuda-gemm-1x1-filter: not run or FAILED")
+for s, b in (("none", 128), ("auto", 4 * tp)):
+    try:
+        r = json.load(open(f"{out}/r50_{s}_gemm1x1_b{b}.json"))
+        g = b / statistics.median(r["step_seconds"][1:])
+        base = f" = {g / rates[s, b]:.3f} x with cuDNN's" if (s, b) in rates else ""
+        vs = f", {g / tp_sps:.3f} x pytorch plain's at its max" if isinstance(tp_sps, (int, float)) else ""
+        lines.append(f"  lms {s} b{b} with --cuda-gemm-1x1: {g:.1f}/s{base}{vs}")
+    except Exception:
+        lines.append(f"  lms {s} b{b} with --cuda-gemm-1x1: not run or FAILED")
 if tp:
     def verdict(ok):
         return "met" if ok else "NOT met"

@@ -234,43 +234,60 @@ TEST_P(CudaConvChunks, MatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaConvChunks, ::testing::ValuesIn(batch5_conv_cases()), test_name);
 
-// 1x1 stride-1 unpadded ungrouped backward-filters on cuBLAS (BackendOptions::gemm_1x1_filter,
-// conv_1x1_gemm.cc; its layout is checked on the host by filter_gemm_test.cc): with the partials of the whole
-// batch at once and of two samples at a time (the workspace limit sets the group), against the reference, and
-// bit-identical on a fresh backend.
-TEST(CudaFilterGemm, OneByOneBackwardFiltersMatchTheReference) {
+// A convolution-family case with 1x1 kernels, stride 1, no padding (nor output padding) and one group: what
+// BackendOptions::gemm_1x1 runs on cuBLAS.
+bool one_by_one(const OpCase& c) {
+  const bool transposed = c.op == Op::conv_transpose1d || c.op == Op::conv_transpose2d ||
+                          c.op == Op::conv_transpose3d;
+  if (!is_conv(c.op) && !transposed && c.op != Op::conv_backward_data && c.op != Op::conv_backward_filter)
+    return false;
+  const IntList w = c.op == Op::conv_backward_filter ? c.attrs.get_ints("w_shape", {})
+                                                     : IntList(c.inputs[1].shape.begin(), c.inputs[1].shape.end());
+  auto all = [](const IntList& v, int64_t want) {
+    return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == want; });
+  };
+  return w.size() > 2 && all(IntList(w.begin() + 2, w.end()), 1) && all(c.attrs.get_ints("stride", {}), 1) &&
+         all(c.attrs.get_ints("pad", {}), 0) && all(c.attrs.get_ints("output_pad", {}), 0) &&
+         c.attrs.get_int("groups", 1) == 1;
+}
+
+// 1x1 convolutions on cuBLAS (BackendOptions::gemm_1x1, conv_1x1_gemm.cc; the layout is checked on the host by
+// gemm_1x1_test.cc), every pass: the table's 1x1 rows at batch 2 and 5, and 1-D and 3-D ones; backward-filter with
+// the partials of the whole batch at once and of two samples at a time (the workspace limit sets the group).
+// Against the reference, and bit-identical on a fresh backend.
+TEST(CudaGemm1x1, EveryPassMatchesTheReference) {
   LMS_CUDA_BACKEND_OR_SKIP(cuda);
   std::vector<OpCase> cases = all_cases(), b5 = batch5_conv_cases();
   cases.insert(cases.end(), b5.begin(), b5.end());
+  for (const OpCase& f : {OpCase{"conv1d_1x1", Op::conv1d, {{3, 4, 9}, {6, 4, 1}}, {}},
+                          OpCase{"conv3d_1x1", Op::conv3d, {{3, 2, 3, 4, 5}, {7, 2, 1, 1, 1}}, {}}}) {
+    cases.push_back(f);
+    for (OpCase& g : gradient_cases(f)) cases.push_back(std::move(g));
+  }
   int checked = 0;
   for (const OpCase& c : cases) {
-    if (c.op != Op::conv_backward_filter || c.attrs.get_int("groups", 1) != 1) continue;
-    const IntList w = c.attrs.get_ints("w_shape", {}), stride = c.attrs.get_ints("stride", {}),
-                  pad = c.attrs.get_ints("pad", {});
-    if (std::any_of(w.begin() + 2, w.end(), [](int64_t k) { return k != 1; }) ||
-        std::any_of(stride.begin(), stride.end(), [](int64_t s) { return s != 1; }) ||
-        std::any_of(pad.begin(), pad.end(), [](int64_t p) { return p != 0; }))
-      continue;
+    if (!one_by_one(c)) continue;
     ++checked;
     constexpr uint64_t kSeed = 17;
     ReferenceBackend reference;
     std::vector<HostTensor> want = run_case(c, reference, kSeed);
+    const Shape& w = c.op == Op::conv_backward_filter ? forward_types(c).front().shape : c.inputs[1].shape;
     const int64_t element = c.inputs[0].dtype == DType::f64 ? 8 : 4;
     for (int64_t limit : {int64_t{256} << 20, 2 * w[0] * w[1] * element}) {
       BackendOptions o;
-      o.gemm_1x1_filter = true;
+      o.gemm_1x1 = true;
       o.max_workspace_bytes = limit;
       auto first = make_backend("cuda", o), again = make_backend("cuda", o);
       ASSERT_TRUE(first.has_value() && again.has_value()) << c.name;
       std::vector<HostTensor> got = run_case(c, **first, kSeed);
-      expect_match(c, "(cuBLAS filter gemm, workspace limit " + std::to_string(limit) + ")", got, want,
+      expect_match(c, "(cuBLAS 1x1 gemms, workspace limit " + std::to_string(limit) + ")", got, want,
                    cuda_tolerance(c));
       std::vector<HostTensor> repeat = run_case(c, **again, kSeed);
       ASSERT_EQ(repeat.size(), got.size());
       for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(repeat[i].data, got[i].data) << c.name << ": repeat run";
     }
   }
-  EXPECT_GE(checked, 2) << "the table's 1x1 convolution at batch 2 and at batch 5";
+  EXPECT_GE(checked, 12) << "forward, backward-data and backward-filter of four 1x1 convolutions";
 }
 
 }  // namespace

@@ -27,12 +27,12 @@ Result<ValueId> named_input(const Graph& g, const char* name) {
 }
 
 // The backend the options ask for: the budget enforced by its arena, cuda's TF32, workspace limit and 1x1
-// backward-filters as asked.
+// convolutions as asked.
 BackendOptions backend_options(const TrainOptions& opts) {
   return BackendOptions{.device_budget_bytes = opts.budget_bytes,
                         .max_workspace_bytes = opts.max_workspace_bytes,
                         .allow_tf32 = opts.allow_tf32,
-                        .gemm_1x1_filter = opts.gemm_1x1_filter};
+                        .gemm_1x1 = opts.gemm_1x1};
 }
 
 // Accuracy of the trained values on the test split: a separate Program of the evaluation graph (the forward

@@ -91,38 +91,55 @@ inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
   return s;
 }
 
-// A 1x1 backward-filter (every kernel size 1, stride 1, pad 0, one group; dilation has no effect) as gemms:
-// with P the spatial size, dw[Co, Ci] = sum over samples s of dy[s][Co, P] x[s][Ci, P]^T. In cuBLAS's
-// column-major terms (our row-major [R, C] is its [C, R]) sample s's product, dw^T = x[s]^T dy[s], is one gemm
-// of a strided batch: A = x (transposed, [P, Ci] at lda P), B = dy ([P, Co] at ldb P), C = the sample's
-// partial [Ci, Co] at ldc Ci. `group` samples per batched call write their partials, which SumPartials adds
-// into dw in sample order (conv_1x1_gemm.cc).
-struct FilterGemmPlan {
-  int64_t m = 0, n = 0, k = 0;                       // Ci, Co, P
-  int64_t lda = 1, ldb = 1, ldc = 1;                 // P, P, Ci
-  int64_t stride_a = 1, stride_b = 1, stride_c = 1;  // Ci*P, Co*P, Ci*Co: one sample of x, dy and the partials
+// A 1x1 convolution pass (every kernel size 1, stride 1, pad 0, one group; dilation has no effect) as cuBLAS
+// strided-batched gemms, one per sample (conv_1x1_gemm.cc). With P the spatial size, and in cuBLAS's
+// column-major terms (our row-major [R, C] is its [C, R]), each sample s is:
+//   forward          y^T = x^T w^T:  A = x [P, Ci], B = w [Ci, Co] (shared: batch stride 0), C = y [P, Co]
+//   backward_data    dx^T = dy^T w:  A = dy [P, Co], op(B) = B^T with B = w [Ci, Co] (shared), C = dx [P, Ci]
+//   backward_filter  dw^T = x dy^T:  op(A) = A^T with A = x [P, Ci], B = dy [P, Co], C = partial [Ci, Co]
+// so A is always the call's first input and B its second. The backward-filter's samples write partials,
+// `group` samples per call, which SumPartials adds into dw in sample order; the other passes write their output
+// in one call over the whole batch.
+struct Gemm1x1Plan {
+  bool transpose_a = false, transpose_b = false;    // op(A) = A^T, op(B) = B^T
+  int64_t m = 0, n = 0, k = 0;                       // C is m x n, the sum over k
+  int64_t lda = 1, ldb = 1, ldc = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between samples (0: shared by every sample)
   int64_t batch = 0;                                 // samples in all
   int64_t group = 1;                                 // samples per call (the last call takes the rest)
 };
 
-// The plan of `p` (a backward-filter plan) with at most `max_partials` partial elements at once, or nothing when
-// it is not a 1x1 stride-1 unpadded ungrouped convolution or has an empty dimension.
-inline std::optional<FilterGemmPlan> filter_gemm_plan(const ConvPlan& p, int64_t max_partials) {
-  if (p.pass != ConvPass::backward_filter || p.groups != 1) return std::nullopt;
+// The plan of `p` with at most `max_partials` partial elements at once (backward-filter), or nothing when it is
+// not a 1x1 stride-1 unpadded ungrouped convolution or has an empty dimension.
+inline std::optional<Gemm1x1Plan> gemm_1x1_plan(const ConvPlan& p, int64_t max_partials) {
+  if (p.groups != 1) return std::nullopt;
   for (size_t i = 0; i < p.stride.size(); ++i)
     if (p.w[2 + i] != 1 || p.stride[i] != 1 || p.pad[i] != 0) return std::nullopt;
-  FilterGemmPlan g;
-  g.m = p.x[1];
-  g.n = p.y[1];
-  g.k = reference::product(p.x, 2, p.x.size());
+  const int64_t ci = p.x[1], co = p.y[1], P = reference::product(p.x, 2, p.x.size());
+  Gemm1x1Plan g;
   g.batch = p.x[0];
-  if (g.m < 1 || g.n < 1 || g.k < 1 || g.batch < 1) return std::nullopt;
-  g.lda = g.ldb = g.k;
-  g.ldc = g.m;
-  g.stride_a = g.m * g.k;
-  g.stride_b = g.n * g.k;
-  g.stride_c = g.m * g.n;
-  g.group = std::clamp<int64_t>(max_partials / g.stride_c, 1, g.batch);
+  g.group = g.batch;
+  if (ci < 1 || co < 1 || P < 1 || g.batch < 1) return std::nullopt;
+  switch (p.pass) {
+    case ConvPass::forward:
+      g.m = P, g.n = co, g.k = ci;
+      g.lda = P, g.ldb = ci, g.ldc = P;
+      g.stride_a = ci * P, g.stride_b = 0, g.stride_c = co * P;
+      break;
+    case ConvPass::backward_data:
+      g.transpose_b = true;
+      g.m = P, g.n = ci, g.k = co;
+      g.lda = P, g.ldb = ci, g.ldc = P;
+      g.stride_a = co * P, g.stride_b = 0, g.stride_c = ci * P;
+      break;
+    case ConvPass::backward_filter:
+      g.transpose_a = true;
+      g.m = ci, g.n = co, g.k = P;
+      g.lda = P, g.ldb = P, g.ldc = ci;
+      g.stride_a = ci * P, g.stride_b = co * P, g.stride_c = ci * co;
+      g.group = std::clamp<int64_t>(max_partials / g.stride_c, 1, g.batch);
+      break;
+  }
   return g;
 }
 
