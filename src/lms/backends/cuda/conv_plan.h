@@ -99,7 +99,8 @@ inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
 //   backward_filter  dw^T = x dy^T:  op(A) = A^T with A = x [P, Ci], B = dy [P, Co], C = partial [Ci, Co]
 // so A is always the call's first input and B its second. The backward-filter's samples write partials,
 // `group` samples per call, which SumPartials adds into dw in sample order; the other passes write their output
-// in one call over the whole batch.
+// in one call over the whole batch, relying on cuBLAS accepting a batch stride of 0 for the shared weight
+// (NVIDIA's MatX does, MatX PR 473; gemm_plan.h's matmul avoids it), which CudaGemm1x1 checks on a GPU.
 struct Gemm1x1Plan {
   bool transpose_a = false, transpose_b = false;    // op(A) = A^T, op(B) = B^T
   int64_t m = 0, n = 0, k = 0;                       // C is m x n, the sum over k
