@@ -198,9 +198,7 @@ INSTANTIATE_TEST_SUITE_P(Table, CudaOps, ::testing::ValuesIn(all_cases()), test_
 std::vector<OpCase> batch5_conv_cases() {
   std::vector<OpCase> out;
   for (OpCase c : kCases) {
-    const bool transposed = c.op == Op::conv_transpose1d || c.op == Op::conv_transpose2d ||
-                            c.op == Op::conv_transpose3d;
-    if (!is_conv(c.op) && !transposed) continue;
+    if (!is_conv(c.op) && !is_conv_transpose(c.op)) continue;
     c.name += "_b5";
     c.inputs[0].shape[0] = 5;
     out.push_back(c);
@@ -237,9 +235,8 @@ INSTANTIATE_TEST_SUITE_P(Table, CudaConvChunks, ::testing::ValuesIn(batch5_conv_
 // A convolution-family case with 1x1 kernels, stride 1, no padding (nor output padding) and one group: what
 // BackendOptions::gemm_1x1 runs on cuBLAS.
 bool one_by_one(const OpCase& c) {
-  const bool transposed = c.op == Op::conv_transpose1d || c.op == Op::conv_transpose2d ||
-                          c.op == Op::conv_transpose3d;
-  if (!is_conv(c.op) && !transposed && c.op != Op::conv_backward_data && c.op != Op::conv_backward_filter)
+  if (!is_conv(c.op) && !is_conv_transpose(c.op) && c.op != Op::conv_backward_data &&
+      c.op != Op::conv_backward_filter)
     return false;
   const IntList w = c.op == Op::conv_backward_filter ? c.attrs.get_ints("w_shape", {})
                                                      : IntList(c.inputs[1].shape.begin(), c.inputs[1].shape.end());

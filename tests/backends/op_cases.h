@@ -191,6 +191,9 @@ inline std::vector<TensorType> forward_types(const OpCase& c) {
 }
 
 inline bool is_conv(Op op) { return op == Op::conv1d || op == Op::conv2d || op == Op::conv3d; }
+inline bool is_conv_transpose(Op op) {
+  return op == Op::conv_transpose1d || op == Op::conv_transpose2d || op == Op::conv_transpose3d;
+}
 inline bool is_max_pool(Op op) { return op == Op::max_pool1d || op == Op::max_pool2d || op == Op::max_pool3d; }
 inline bool is_avg_pool(Op op) { return op == Op::avg_pool1d || op == Op::avg_pool2d || op == Op::avg_pool3d; }
 
