@@ -173,6 +173,21 @@ TEST(CudaOwnKernelsOnHost, TooSmallWorkspaceIsAnError) {
   EXPECT_NE(shrunk.error().str().find(std::to_string(exact->workspace)), std::string::npos) << shrunk.error().str();
 }
 
+// `c` on a cuda backend made with `o`, against `want` (the reference's) within cuda_tolerance, then again on a
+// fresh backend with `o`: bit-identical (deterministic algorithms only).
+void expect_cuda_matches(const OpCase& c, const BackendOptions& o, const std::vector<HostTensor>& want,
+                         const std::string& how, uint64_t seed) {
+  auto first = make_backend("cuda", o), again = make_backend("cuda", o);
+  ASSERT_TRUE(first.has_value()) << first.error().str();
+  ASSERT_TRUE(again.has_value()) << again.error().str();
+  std::vector<HostTensor> got = run_case(c, **first, seed);
+  expect_match(c, how, got, want, cuda_tolerance(c));
+  std::vector<HostTensor> repeat = run_case(c, **again, seed);
+  ASSERT_EQ(repeat.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(repeat[i].data, got[i].data) << c.name << " " << how << ": repeat run";
+}
+
 class CudaOps : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(CudaOps, MatchesReference) {
@@ -180,15 +195,7 @@ TEST_P(CudaOps, MatchesReference) {
   const OpCase& c = GetParam();
   constexpr uint64_t kSeed = 17;
   ReferenceBackend reference;
-  std::vector<HostTensor> want = run_case(c, reference, kSeed);
-  std::vector<HostTensor> got = run_case(c, **cuda, kSeed);
-  expect_match(c, "(cuda executor)", got, want, cuda_tolerance(c));
-  // Again on a fresh backend: bit-identical (deterministic algorithms only).
-  auto again = make_backend("cuda");
-  ASSERT_TRUE(again.has_value()) << again.error().str();
-  std::vector<HostTensor> repeat = run_case(c, **again, kSeed);
-  ASSERT_EQ(repeat.size(), got.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(repeat[i].data, got[i].data) << c.name << ": repeat run";
+  expect_cuda_matches(c, BackendOptions{}, run_case(c, reference, kSeed), "(cuda executor)", kSeed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaOps, ::testing::ValuesIn(all_cases()), test_name);
@@ -274,14 +281,7 @@ TEST(CudaGemm1x1, EveryPassMatchesTheReference) {
       BackendOptions o;
       o.gemm_1x1 = true;
       o.max_workspace_bytes = limit;
-      auto first = make_backend("cuda", o), again = make_backend("cuda", o);
-      ASSERT_TRUE(first.has_value() && again.has_value()) << c.name;
-      std::vector<HostTensor> got = run_case(c, **first, kSeed);
-      expect_match(c, "(cuBLAS 1x1 gemms, workspace limit " + std::to_string(limit) + ")", got, want,
-                   cuda_tolerance(c));
-      std::vector<HostTensor> repeat = run_case(c, **again, kSeed);
-      ASSERT_EQ(repeat.size(), got.size());
-      for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(repeat[i].data, got[i].data) << c.name << ": repeat run";
+      expect_cuda_matches(c, o, want, "(cuBLAS 1x1 gemms, workspace limit " + std::to_string(limit) + ")", kSeed);
     }
   }
   EXPECT_GE(checked, 12) << "forward, backward-data and backward-filter of four 1x1 convolutions";

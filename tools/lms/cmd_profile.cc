@@ -62,7 +62,8 @@ Result<nlohmann::ordered_json> copy_rates(const ProfileCmd& c, int64_t bytes) {
   ValueId back = b.op(Op::swap_in, {b.op(Op::swap_out, {x}, {}, "to_host")}, {}, "to_device");
   if (!b.ok()) return std::unexpected(*b.error());
   g.set_outputs({back});
-  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, LMS_TRY(backend_options(c.tf32, c.cuda, c.device))));
+  const BackendOptions options = LMS_TRY(backend_options(c.tf32, c.cuda, c.device));
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, options));
   Program program = LMS_TRY(compile(g, {}, backend.get()));
   Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{.time_nodes = true}));
   LMS_TRY_VOID(ex.initialize(0));
@@ -93,7 +94,8 @@ Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
   auto copy_bytes = parse_size(c.copy_bytes);
   if (!copy_bytes) return wrap("--copy-bytes", copy_bytes.error());
   Graph g = LMS_TRY(training_graph(c.plan, c.plan.model));
-  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, LMS_TRY(backend_options(c.tf32, c.cuda, c.device))));
+  const BackendOptions options = LMS_TRY(backend_options(c.tf32, c.cuda, c.device));
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, options));
   Program program = LMS_TRY(compile(g, {}, backend.get()));
   Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{.time_nodes = true}));
   LMS_TRY_VOID(ex.initialize(0));
