@@ -16,8 +16,18 @@
 # tests.log, results.tgz); a short table is printed last. Each stage has a time limit so the whole stays under
 # 8 minutes; a stage that fails or runs out of time is reported in the table, and the script goes on (when the
 # build fails, PyTorch's side is still measured).
+#
+# `scripts/gpu-check.sh --probe` is a shorter first look for choosing between implementations (about 3 minutes):
+# the build, the op table and the cuBLAS 1x1 tests on cuda, resnet50's node times at batch 64 with cuDNN's and with
+# cuBLAS's 1x1 convolutions, and bench/conv1x1_gemm.py (cuDNN against gemm formulations per 1x1 shape).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+mode=full
+case "${1:-}" in
+  "") ;;
+  --probe) mode=probe ;;
+  *) echo "gpu-check.sh: unknown option '$1' (expected nothing or --probe)" >&2; exit 2 ;;
+esac
 out=$PWD/gpu-check-out
 rm -rf "$out"
 mkdir -p "$out"
@@ -105,6 +115,26 @@ run_tests() {  # log file, time limit, ctest's selection; notes the outcome
   [ -n "$failed" ] && failed="$(echo "$failed" | head -12 | tr '\n' ' ')($(echo "$failed" | wc -l) in all)"
   note "tests ($*): rc=$rc; $tests_line; skipped $skipped; failed: ${failed:-none} ($(elapsed))"
 }
+if [ $mode = probe ]; then
+  [ $built = 1 ] && run_tests gpu-tests.log 100 -R 'CudaOps|CudaGemm1x1|CudaOwnKernels'
+  for v in cudnn gemm1x1; do
+    flags=(); [ $v = gemm1x1 ] && flags=(--cuda-gemm-1x1)
+    [ $built = 1 ] && timeout 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
+      --copy-bytes 64MiB "${flags[@]}" -o "$out/profile_r50_$v.json" >"$out/profile_r50_$v.txt" 2>&1
+    note "lms profile resnet50 b64 ($v): $(head -1 "$out/profile_r50_$v.txt" | cut -c1-160) ($(elapsed))"
+  done
+  PYTHONUNBUFFERED=1 timeout 90 python3 bench/conv1x1_gemm.py --batch 64 --json-out "$out/conv1x1_gemm.json" \
+    >"$out/conv1x1_gemm.txt" 2>&1
+  note "conv1x1_gemm.py (rc $?): $(grep '^total' "$out/conv1x1_gemm.txt" | tr '\n' ' ') ($(elapsed))"
+  for v in cudnn gemm1x1; do
+    flags=(); [ $v = gemm1x1 ] && flags=(--cuda-gemm-1x1)
+    [ $built = 1 ] && timeout 60 "$lms" train --model resnet50 --image 224 --device cuda --budget 16GiB --batch 128 \
+      --steps 4 --json "${flags[@]}" >"$out/r50_none_${v}_b128.json" 2>"$out/r50_none_${v}_b128.err"
+    note "lms none b128 ($v): $(python3 -c "import json,statistics;r=json.load(open('$out/r50_none_${v}_b128.json'));print(f\"{128/statistics.median(r['step_seconds'][1:]):.1f}/s, batch write {r.get('feed_seconds_median',0)*1e3:.1f} ms pinned {r.get('batch_pinned')}\")" 2>/dev/null || tail -1 "$out/r50_none_${v}_b128.err") ($(elapsed))"
+  done
+  finish
+  exit 0
+fi
 [ $built = 1 ] && run_tests gpu-tests.log 150 -R "$gpu_tests"
 
 # --- resnet18 under a small budget: bit-identical losses --------------------------------------------------

@@ -107,6 +107,11 @@ inline const std::vector<OpCase> kCases = {
     {"layer_norm_rank1", Op::layer_norm, {{9}, {9}, {9}}, {}},
     // Elementwise (relu and gelu also checked as their grads).
     {"relu", Op::relu, {{4, 33}}, {}},
+    // The cuda backend runs f32 relu, relu_grad and same-shape add and mul four elements at a time when the count
+    // is a multiple of 4 (relu, add_same_by4, mul_same_by4), one at a time otherwise (relu_odd, add_same).
+    {"relu_odd", Op::relu, {{3, 7}}, {}},
+    {"add_same_by4", Op::add, {{2, 8, 6}, {2, 8, 6}}, {}},
+    {"mul_same_by4", Op::mul, {{4, 10}, {4, 10}}, {}},
     {"gelu", Op::gelu, {In({4, 33}, DType::f32, -4, 4)}, {}},
     {"add_same", Op::add, {{3, 7, 5}, {3, 7, 5}}, {}},
     {"add_broadcast", Op::add, {{4, 5, 6}, {6}}, {}},

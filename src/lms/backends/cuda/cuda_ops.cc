@@ -4,6 +4,8 @@
 #include "lms/backends/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -164,13 +166,29 @@ Result<OwnKernel> constant(const Args& a, const Launcher& l) {
   return unsupported(a, y.dtype);
 }
 
+// Packed4 over n f32 elements when every pointer is 16-byte aligned and n a multiple of 4, else nothing.
+std::optional<OwnKernel> packed(const Launcher& l, PackedKind kind, const void* a, const void* b, void* y,
+                                int64_t n) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % alignof(Float4) == 0; };
+  if (n % 4 != 0 || !aligned(a) || !aligned(b) || !aligned(y)) return std::nullopt;
+  return single(l, Packed4{static_cast<const Float4*>(a), static_cast<const Float4*>(b), static_cast<Float4*>(y), kind},
+                n / 4);
+}
+
 Result<OwnKernel> unary(const Args& a, const Launcher& l, UnaryKind kind, double factor = 1) {
+  if (kind == UnaryKind::relu && a.out(0).dtype == DType::f32)
+    if (auto k = packed(l, PackedKind::relu, in<float>(a, 0), in<float>(a, 0), out<float>(a, 0), elements(a.out(0))))
+      return *k;
   return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
     return single(l, Unary<T>{in<T>(a, 0), out<T>(a, 0), kind, factor}, elements(a.out(0)));
   });
 }
 
 Result<OwnKernel> activation_grad(const Args& a, const Launcher& l, GradKind kind) {
+  if (kind == GradKind::relu && a.out(0).dtype == DType::f32)
+    if (auto k = packed(l, PackedKind::relu_grad, in<float>(a, 0), in<float>(a, 1), out<float>(a, 0),
+                        elements(a.out(0))))
+      return *k;
   return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
     return single(l, ActivationGrad<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), kind}, elements(a.out(0)));
   });
@@ -181,6 +199,10 @@ Result<OwnKernel> broadcast_binary(const Args& a, const Launcher& l, BinaryKind 
   std::vector<int64_t> sa = LMS_TRY(reference::broadcast_strides(a, a.in(0).shape, y));
   std::vector<int64_t> sb = LMS_TRY(reference::broadcast_strides(a, a.in(1).shape, y));
   Strided g = LMS_TRY(strided(a, y, sa, sb));
+  if (g.rank == 1 && g.a[0] == 1 && g.b[0] == 1 && a.out(0).dtype == DType::f32)  // same shape, contiguous
+    if (auto k = packed(l, kind == BinaryKind::add ? PackedKind::add : PackedKind::mul, in<float>(a, 0),
+                        in<float>(a, 1), out<float>(a, 0), elements(a.out(0))))
+      return *k;
   return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
     return single(l, BroadcastBinary<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), kind, g}, elements(a.out(0)));
   });

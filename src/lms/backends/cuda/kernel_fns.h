@@ -153,6 +153,40 @@ struct BroadcastBinary {
   }
 };
 
+// Four f32s moved as one 16-byte access.
+struct alignas(16) Float4 {
+  float v[4];
+};
+
+enum class PackedKind : int32_t { relu, relu_grad, add, mul };
+// relu, relu_grad and the same-shape add and mul on f32, four elements per index through 16-byte loads and
+// stores (the dispatcher takes it when every operand is 16-byte aligned and the count is a multiple of 4; on an
+// H200 the one-element functions above moved 1.8-1.9 TB/s). Bit-identical to Unary, ActivationGrad and
+// BroadcastBinary: a single f32 addition or multiplication rounds as the double one rounded to f32 does (double
+// has more than 2 * 24 + 2 bits), and relu and its gradient only select. relu and relu_grad read b only for the
+// gradient (b = relu's output y, a = dy). May run in place.
+struct Packed4 {
+  const Float4* a;
+  const Float4* b;
+  Float4* y;
+  PackedKind kind;
+  LMS_HD void operator()(int64_t i) const {
+    const Float4 p = a[i];
+    const Float4 q = kind == PackedKind::relu ? p : b[i];
+    Float4 r;
+    for (int k = 0; k < 4; ++k) {
+      const float u = p.v[k], w = q.v[k];
+      switch (kind) {
+        case PackedKind::relu: r.v[k] = u != u ? u : (u > 0 ? u : 0.0f); break;
+        case PackedKind::relu_grad: r.v[k] = w > 0 ? u : 0.0f; break;
+        case PackedKind::add: r.v[k] = u + w; break;
+        case PackedKind::mul: r.v[k] = u * w; break;
+      }
+    }
+    y[i] = r;
+  }
+};
+
 // y = x + bias along one axis of x viewed as [outer, dim, inner].
 template <class T>
 struct BiasAdd {
