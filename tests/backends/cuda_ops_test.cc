@@ -239,8 +239,8 @@ TEST_P(CudaConvChunks, MatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaConvChunks, ::testing::ValuesIn(batch5_conv_cases()), test_name);
 
-// A convolution-family case with 1x1 kernels, stride 1, no padding (nor output padding) and one group: what
-// BackendOptions::gemm_1x1 runs on cuBLAS.
+// A convolution-family case with 1x1 kernels, no padding and one group: what BackendOptions::gemm_1x1 runs on
+// cuBLAS.
 bool one_by_one(const OpCase& c) {
   if (!is_conv(c.op) && !is_conv_transpose(c.op) && c.op != Op::conv_backward_data &&
       c.op != Op::conv_backward_filter)
@@ -250,21 +250,26 @@ bool one_by_one(const OpCase& c) {
   auto all = [](const IntList& v, int64_t want) {
     return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == want; });
   };
-  return w.size() > 2 && all(IntList(w.begin() + 2, w.end()), 1) && all(c.attrs.get_ints("stride", {}), 1) &&
-         all(c.attrs.get_ints("pad", {}), 0) && all(c.attrs.get_ints("output_pad", {}), 0) &&
+  return w.size() > 2 && all(IntList(w.begin() + 2, w.end()), 1) && all(c.attrs.get_ints("pad", {}), 0) &&
          c.attrs.get_int("groups", 1) == 1;
 }
 
 // 1x1 convolutions on cuBLAS (BackendOptions::gemm_1x1, conv_1x1_gemm.cc; the layout is checked on the host by
-// gemm_1x1_test.cc), every pass: the table's 1x1 rows at batch 2 and 5, and 1-D and 3-D ones; backward-filter with
-// the partials of the whole batch at once and of two samples at a time (the workspace limit sets the group).
-// Against the reference, and bit-identical on a fresh backend.
+// gemm_1x1_test.cc), every pass: the table's 1x1 rows at batch 2 and 5, 1-D and 3-D ones, strided ones and a
+// strided transposed one; backward-filter's partials and a strided convolution's compact copy for the whole batch
+// at once and for a few samples at a time (the workspace limit sets the group). Against the reference, and
+// bit-identical on a fresh backend.
 TEST(CudaGemm1x1, EveryPassMatchesTheReference) {
   LMS_CUDA_BACKEND_OR_SKIP(cuda);
   std::vector<OpCase> cases = all_cases(), b5 = batch5_conv_cases();
   cases.insert(cases.end(), b5.begin(), b5.end());
-  for (const OpCase& f : {OpCase{"conv1d_1x1", Op::conv1d, {{3, 4, 9}, {6, 4, 1}}, {}},
-                          OpCase{"conv3d_1x1", Op::conv3d, {{3, 2, 3, 4, 5}, {7, 2, 1, 1, 1}}, {}}}) {
+  cases.push_back({"conv_transpose2d_1x1_stride2", Op::conv_transpose2d, {{3, 6, 4, 5}, {6, 5, 1, 1}},
+                   A({{"stride", L({2, 2})}, {"output_pad", L({1, 0})}})});
+  for (const OpCase& f :
+       {OpCase{"conv1d_1x1", Op::conv1d, {{3, 4, 9}, {6, 4, 1}}, {}},
+        OpCase{"conv3d_1x1", Op::conv3d, {{3, 2, 3, 4, 5}, {7, 2, 1, 1, 1}}, {}},
+        OpCase{"conv2d_1x1_stride2", Op::conv2d, {{5, 8, 7, 6}, {16, 8, 1, 1}}, A({{"stride", L({2, 2})}})},
+        OpCase{"conv3d_1x1_stride2", Op::conv3d, {{2, 2, 3, 4, 5}, {3, 2, 1, 1, 1}}, A({{"stride", L({2, 2, 2})}})}}) {
     cases.push_back(f);
     for (OpCase& g : gradient_cases(f)) cases.push_back(std::move(g));
   }
@@ -275,7 +280,7 @@ TEST(CudaGemm1x1, EveryPassMatchesTheReference) {
     constexpr uint64_t kSeed = 17;
     ReferenceBackend reference;
     std::vector<HostTensor> want = run_case(c, reference, kSeed);
-    const Shape& w = c.op == Op::conv_backward_filter ? forward_types(c).front().shape : c.inputs[1].shape;
+    const Shape w = c.op == Op::conv_backward_filter ? forward_types(c).front().shape : c.inputs[1].shape;
     const int64_t element = c.inputs[0].dtype == DType::f64 ? 8 : 4;
     for (int64_t limit : {int64_t{256} << 20, 2 * w[0] * w[1] * element}) {
       BackendOptions o;
@@ -283,8 +288,11 @@ TEST(CudaGemm1x1, EveryPassMatchesTheReference) {
       o.max_workspace_bytes = limit;
       expect_cuda_matches(c, o, want, "(cuBLAS 1x1 gemms, workspace limit " + std::to_string(limit) + ")", kSeed);
     }
+    BackendOptions on_cudnn;  // the same convolutions with gemm_1x1 off: cuDNN's
+    on_cudnn.gemm_1x1 = false;
+    expect_cuda_matches(c, on_cudnn, want, "(cuDNN)", kSeed);
   }
-  EXPECT_GE(checked, 12) << "forward, backward-data and backward-filter of four 1x1 convolutions";
+  EXPECT_GE(checked, 19) << "forward, backward-data and backward-filter of six 1x1 convolutions, a transposed one";
 }
 
 }  // namespace

@@ -105,9 +105,9 @@ void add_cuda_options(CLI::App* app, CudaFlags& cuda) {
                   "cuda: the largest workspace one convolution's cuDNN algorithm may use, planned as a buffer "
                   "(default 256MiB; a larger one may allow faster algorithms, a batch whose algorithms all need more "
                   "runs in chunks)");
-  app->add_flag("--cuda-gemm-1x1", cuda.gemm_1x1,
-                "cuda: 1x1 stride-1 convolutions (forward, backward-data, backward-filter) as cuBLAS gemms "
-                "instead of cuDNN (deterministic; not cuDNN's bits)");
+  app->add_flag("--cuda-cudnn-1x1", cuda.cudnn_1x1,
+                "cuda: 1x1 unpadded convolutions (forward, backward-data, backward-filter) on cuDNN instead of the "
+                "default cuBLAS gemms (both deterministic; different bits)");
 }
 
 Result<BackendOptions> backend_options(bool tf32, const CudaFlags& cuda, std::string_view device) {
@@ -116,9 +116,9 @@ Result<BackendOptions> backend_options(bool tf32, const CudaFlags& cuda, std::st
   const std::string elsewhere =
       device.empty() ? std::string("planning without a backend") : fmt::format("'{}'", device);
   BackendOptions o{.allow_tf32 = tf32};
-  if (cuda.gemm_1x1 && device != "cuda")
-    return fail("--cuda-gemm-1x1 applies to --device cuda, not {}", elsewhere);
-  o.gemm_1x1 = cuda.gemm_1x1;
+  if (cuda.cudnn_1x1 && device != "cuda")
+    return fail("--cuda-cudnn-1x1 applies to --device cuda, not {}", elsewhere);
+  o.gemm_1x1 = !cuda.cudnn_1x1;
   if (!cuda.workspace.empty()) {
     if (device != "cuda") return fail("--cuda-workspace applies to --device cuda, not {}", elsewhere);
     auto b = parse_size(cuda.workspace);

@@ -40,7 +40,7 @@ struct BackendOptions {
   bool allow_tf32 = false;  // cuda: f32 convolutions and matmuls may use TF32 tensor cores (not bit-comparable)
   int64_t max_conv_batch = 0;  // cuda: at most this many samples per cuDNN convolution call (0: the whole batch
                                // unless its workspace passes max_workspace_bytes)
-  bool gemm_1x1 = false;  // cuda: 1x1 stride-1 convolutions (all three passes) as cuBLAS gemms, not cuDNN
+  bool gemm_1x1 = true;  // cuda: 1x1 unpadded convolutions (all three passes) as cuBLAS gemms, not cuDNN
   int64_t cuda_reserve_bytes = int64_t{512} << 20;  // cuda: GPU memory that must stay free beside the device arena
                                                    // for the kernels CUDA, cuDNN and cuBLAS load on first use
 };

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lms/backends/cuda/kernel_fns.h"
 #include "lms/backends/reference/kernel_util.h"
 #include "lms/runtime/kernel.h"
 
@@ -91,16 +92,21 @@ inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
   return s;
 }
 
-// A 1x1 convolution pass (every kernel size 1, stride 1, pad 0, one group; dilation has no effect) as cuBLAS
-// strided-batched gemms, one per sample (conv_1x1_gemm.cc). With P the spatial size, and in cuBLAS's
+// A 1x1 convolution pass (every kernel size 1, no padding, one group; dilation has no effect) as cuBLAS
+// strided-batched gemms, one per sample (conv_1x1_gemm.cc). With P the output's spatial size, and in cuBLAS's
 // column-major terms (our row-major [R, C] is its [C, R]), each sample s is:
 //   forward          y^T = x^T w^T:  A = x [P, Ci], B = w [Ci, Co] (shared: batch stride 0), C = y [P, Co]
 //   backward_data    dx^T = dy^T w:  A = dy [P, Co], op(B) = B^T with B = w [Ci, Co] (shared), C = dx [P, Ci]
 //   backward_filter  dw^T = x dy^T:  op(A) = A^T with A = x [P, Ci], B = dy [P, Co], C = partial [Ci, Co]
-// so A is always the call's first input and B its second. The backward-filter's samples write partials,
-// `group` samples per call, which SumPartials adds into dw in sample order; the other passes write their output
-// in one call over the whole batch, relying on cuBLAS accepting a batch stride of 0 for the shared weight
-// (NVIDIA's MatX does, MatX PR 473; gemm_plan.h's matmul avoids it), which CudaGemm1x1 checks on a GPU.
+// so A is always the call's first input and B its second, and the calls take `group` samples at a time (the
+// last call the rest). The backward-filter's samples write partials, which SumPartials adds into dw in sample
+// order. A strided convolution (stride > 1 along some spatial dimension) runs the same gemms on x, or dx, on the
+// output's grid: forward and backward-filter first gather x's grid positions into a compact copy in the
+// workspace (StridedCopy over `grid`), backward-data writes its gemm's result there and then zeroes dx and
+// copies the result back onto the grid (`grid` with its stride sets swapped). Forward and backward-data of a
+// stride-1 convolution write their output in one call over the whole batch. The weight is shared with a batch
+// stride of 0, which cuBLAS accepts (NVIDIA's MatX relies on it, MatX PR 473; gemm_plan.h's matmul avoids it);
+// CudaGemm1x1 checks it on a GPU.
 struct Gemm1x1Plan {
   bool transpose_a = false, transpose_b = false;    // op(A) = A^T, op(B) = B^T
   int64_t m = 0, n = 0, k = 0;                       // C is m x n, the sum over k
@@ -108,19 +114,28 @@ struct Gemm1x1Plan {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between samples (0: shared by every sample)
   int64_t batch = 0;                                 // samples in all
   int64_t group = 1;                                 // samples per call (the last call takes the rest)
+  bool strided = false;  // the gemms run on a compact copy of x's (or dx's) grid positions in the workspace
+  Strided grid;          // strided: `group` samples of x (a: x's strides at the grid positions) as the compact copy
+                         // (b); shape[0] is group (the last call's own count replaces it)
+  int64_t grid_sample = 0;     // strided: elements of one sample of x (or dx)
+  int64_t compact_sample = 0;  // strided: elements of one sample of the compact copy (Ci * P)
 };
 
-// The plan of `p` with at most `max_partials` partial elements at once (backward-filter), or nothing when it is
-// not a 1x1 stride-1 unpadded ungrouped convolution or has an empty dimension.
-inline std::optional<Gemm1x1Plan> gemm_1x1_plan(const ConvPlan& p, int64_t max_partials) {
-  if (p.groups != 1) return std::nullopt;
-  for (size_t i = 0; i < p.stride.size(); ++i)
-    if (p.w[2 + i] != 1 || p.stride[i] != 1 || p.pad[i] != 0) return std::nullopt;
-  const int64_t ci = p.x[1], co = p.y[1], P = reference::product(p.x, 2, p.x.size());
+// The plan of `p` with at most `max_elements` elements of partials (backward-filter) and, for a strided
+// convolution, at most `max_elements` of compact copy at once; or nothing when it is not a 1x1 unpadded
+// ungrouped convolution or has an empty dimension.
+inline std::optional<Gemm1x1Plan> gemm_1x1_plan(const ConvPlan& p, int64_t max_elements) {
+  if (p.groups != 1 || p.x.size() > static_cast<size_t>(kMaxDims)) return std::nullopt;
+  bool strided = false;
+  for (size_t i = 0; i < p.stride.size(); ++i) {
+    if (p.w[2 + i] != 1 || p.pad[i] != 0) return std::nullopt;
+    strided = strided || p.stride[i] != 1;
+  }
+  const int64_t ci = p.x[1], co = p.y[1], P = reference::product(p.y, 2, p.y.size());
   Gemm1x1Plan g;
   g.batch = p.x[0];
-  g.group = g.batch;
   if (ci < 1 || co < 1 || P < 1 || g.batch < 1) return std::nullopt;
+  g.group = g.batch;
   switch (p.pass) {
     case ConvPass::forward:
       g.m = P, g.n = co, g.k = ci;
@@ -138,9 +153,26 @@ inline std::optional<Gemm1x1Plan> gemm_1x1_plan(const ConvPlan& p, int64_t max_p
       g.m = ci, g.n = co, g.k = P;
       g.lda = P, g.ldb = P, g.ldc = ci;
       g.stride_a = ci * P, g.stride_b = co * P, g.stride_c = ci * co;
-      g.group = std::clamp<int64_t>(max_partials / g.stride_c, 1, g.batch);
+      g.group = std::clamp<int64_t>(max_elements / g.stride_c, 1, g.batch);
       break;
   }
+  if (!strided) return g;
+  g.strided = true;
+  g.compact_sample = ci * P;
+  g.grid_sample = reference::product(p.x, 1, p.x.size());
+  g.group = std::min(g.group, std::clamp<int64_t>(max_elements / g.compact_sample, 1, g.batch));
+  // x[n, c, s0*o0, s1*o1, ...] -> compact[n, c, o0, o1, ...], both row-major
+  const size_t rank = p.x.size();
+  g.grid.rank = static_cast<int>(rank);
+  int64_t in = 1, out = 1;
+  for (size_t d = rank; d-- > 0;) {
+    g.grid.shape[d] = d == 0 ? g.group : d == 1 ? ci : p.y[d];
+    g.grid.a[d] = d >= 2 ? in * p.stride[d - 2] : in;
+    g.grid.b[d] = out;
+    in *= p.x[d];
+    out *= g.grid.shape[d];
+  }
+  g.grid.narrow = g.group * g.grid_sample <= int64_t{UINT32_MAX};
   return g;
 }
 
