@@ -161,6 +161,31 @@ TEST(CudaOwnKernelsOnHost, NarrowAndWideIndexWalksAgree) {
   }
 }
 
+// The pooling windows' divisions likewise: on uint32 and on int64, the same coordinates and the same covering
+// outputs for every input element of a padded, strided 3-D window geometry over two planes.
+TEST(CudaOwnKernelsOnHost, NarrowAndWidePoolWindowsAgree) {
+  cuda::PoolWindows w{{5, 6, 7}, {3, 3, 4}, {3, 2, 3}, {2, 2, 2}, {1, 0, 1}};
+  auto walk = [&](bool narrow) {
+    w.narrow = narrow;
+    std::vector<int64_t> seen;
+    for (int64_t i = 0; i < 2 * w.in_plane(); ++i) {
+      int64_t c0, c1, c2;
+      w.coords(w.rem(i, w.in_plane()), w.in, c0, c1, c2);
+      seen.insert(seen.end(), {w.quot(i, w.in_plane()), c0, c1, c2});
+      w.for_covering(i, [&](int64_t in_base, int64_t out_base, int64_t o, int64_t o0, int64_t o1, int64_t o2) {
+        seen.insert(seen.end(), {in_base, out_base, o, o0, o1, o2});
+      });
+    }
+    return seen;
+  };
+  const std::vector<int64_t> wide = walk(false), narrow = walk(true);
+  EXPECT_GT(wide.size(), static_cast<size_t>(8 * w.in_plane()));  // some elements lie in several windows
+  EXPECT_EQ(narrow, wide);
+  int64_t c0, c1, c2;
+  w.coords(4 * 42 + 3 * 7 + 5, w.in, c0, c1, c2);
+  EXPECT_EQ(std::vector<int64_t>({c0, c1, c2}), std::vector<int64_t>({4, 3, 5}));
+}
+
 TEST(CudaOwnKernelsOnHost, TooSmallWorkspaceIsAnError) {
   const OpCase c{"ce_grad", Op::cross_entropy_grad, {{}, {8, 10}, Ids({8}, 10)}, {}};
   int32_t status = 0;

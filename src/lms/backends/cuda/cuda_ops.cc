@@ -288,6 +288,9 @@ Result<PoolWindows> pool_windows(const Args& a, const Shape& x, const Shape& y) 
     w.stride[d] = r[static_cast<size_t>(d)].stride;
     w.pad[d] = r[static_cast<size_t>(d)].pad;
   }
+  const int64_t most = std::max(reference::product(x, 0, x.size()), reference::product(y, 0, y.size()));
+  w.narrow = most + std::max({w.pad[0], w.pad[1], w.pad[2], w.stride[0], w.stride[1], w.stride[2]}) <=
+             int64_t{UINT32_MAX};
   return w;
 }
 

@@ -325,6 +325,15 @@ struct Reduce {
 // reference's Windows), dilation 1.
 struct PoolWindows {
   int64_t in[3], out[3], k[3], stride[3], pad[3];
+  bool narrow = false;  // every offset (plus padding) fits 32 bits: the divisions run on uint32 (several times
+                        // cheaper; the stem's max_pool_grad spent its time dividing 64-bit integers)
+  // a / b and a % b for a >= 0, b > 0
+  LMS_HD int64_t quot(int64_t a, int64_t b) const {
+    return narrow ? static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b)) : a / b;
+  }
+  LMS_HD int64_t rem(int64_t a, int64_t b) const {
+    return narrow ? static_cast<int64_t>(static_cast<uint32_t>(a) % static_cast<uint32_t>(b)) : a % b;
+  }
   LMS_HD int64_t in_plane() const { return in[0] * in[1] * in[2]; }
   LMS_HD int64_t out_plane() const { return out[0] * out[1] * out[2]; }
   // The input-plane offset of the first maximum of output (o0, o1, o2)'s window in row-major window order,
@@ -354,10 +363,11 @@ struct PoolWindows {
     return best;
   }
   // The coordinates (c0, c1, c2) of row-major offset `at` in a plane of sizes `dims`.
-  LMS_HD static void coords(int64_t at, const int64_t (&dims)[3], int64_t& c0, int64_t& c1, int64_t& c2) {
-    c2 = at % dims[2];
-    c1 = (at / dims[2]) % dims[1];
-    c0 = at / (dims[2] * dims[1]);
+  LMS_HD void coords(int64_t at, const int64_t (&dims)[3], int64_t& c0, int64_t& c1, int64_t& c2) const {
+    const int64_t rest = quot(at, dims[2]);
+    c2 = at - rest * dims[2];
+    c0 = quot(rest, dims[1]);
+    c1 = rest - c0 * dims[1];
   }
   // Input position (i0, i1, i2)'s place in output (o0, o1, o2)'s window, row-major over k.
   LMS_HD int64_t window_position(int64_t i0, int64_t i1, int64_t i2, int64_t o0, int64_t o1, int64_t o2) const {
@@ -374,17 +384,17 @@ struct PoolWindows {
   LMS_HD void covering(int d, int64_t i, int64_t& first, int64_t& last) const {
     const int64_t hi = i + pad[d];  // o*stride <= i + pad, and o*stride + k - 1 >= i + pad
     const int64_t lo = hi - k[d] + 1;
-    first = lo <= 0 ? 0 : (lo + stride[d] - 1) / stride[d];
-    last = hi / stride[d];
+    first = lo <= 0 ? 0 : quot(lo + stride[d] - 1, stride[d]);
+    last = quot(hi, stride[d]);
     if (last > out[d] - 1) last = out[d] - 1;
   }
   // Calls f(input plane offset, output plane offset, output position in its plane, o0, o1, o2) for input element
   // i (over all planes) and each output of its plane whose window holds it, in ascending output order.
   template <class F>
   LMS_HD void for_covering(int64_t i, F&& f) const {
-    const int64_t plane = i / in_plane();
+    const int64_t plane = quot(i, in_plane());
     int64_t i0, i1, i2, f0, l0, f1, l1, f2, l2;
-    coords(i % in_plane(), in, i0, i1, i2);
+    coords(i - plane * in_plane(), in, i0, i1, i2);
     covering(0, i0, f0, l0);
     covering(1, i1, f1, l1);
     covering(2, i2, f2, l2);
@@ -404,15 +414,15 @@ struct MaxPoolArgmax {
   P* pos;
   PoolWindows w;
   LMS_HD void operator()(int64_t j) const {
-    const int64_t plane = j / w.out_plane();
+    const int64_t plane = w.quot(j, w.out_plane());
     int64_t o0, o1, o2, b0, b1, b2;
-    PoolWindows::coords(j % w.out_plane(), w.out, o0, o1, o2);
+    w.coords(w.rem(j, w.out_plane()), w.out, o0, o1, o2);
     const int64_t best = w.argmax(x + plane * w.in_plane(), o0, o1, o2);
     if (best < 0) {
       pos[j] = kNoWindowPosition;
       return;
     }
-    PoolWindows::coords(best, w.in, b0, b1, b2);
+    w.coords(best, w.in, b0, b1, b2);
     pos[j] = static_cast<P>(w.window_position(b0, b1, b2, o0, o1, o2));
   }
   static constexpr P kNoWindowPosition = static_cast<P>(-1);
@@ -430,7 +440,7 @@ struct MaxPoolGradByPosition {
   PoolWindows w;
   LMS_HD void operator()(int64_t i) const {
     int64_t i0, i1, i2;
-    PoolWindows::coords(i % w.in_plane(), w.in, i0, i1, i2);
+    w.coords(w.rem(i, w.in_plane()), w.in, i0, i1, i2);
     double acc = 0;
     w.for_covering(i, [&](int64_t, int64_t out_base, int64_t o, int64_t o0, int64_t o1, int64_t o2) {
       if (pos[out_base + o] == w.window_position(i0, i1, i2, o0, o1, o2))
