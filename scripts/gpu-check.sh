@@ -18,9 +18,9 @@
 # build fails, PyTorch's side is still measured).
 #
 # `scripts/gpu-check.sh --probe` is a shorter first look for choosing between implementations (about 2 minutes):
-# the build, the op table and the cuBLAS 1x1 tests on cuda, resnet50's node times at batch 64 and samples/s at
-# batch 128 with cuBLAS's (the default) and cuDNN's 1x1 convolutions, and bench/conv1x1_gemm.py (cuDNN against
-# gemm formulations per 1x1 shape).
+# the build, the op table and the cuBLAS convolution tests on cuda, resnet50's node times at batch 64 and samples/s
+# at batch 128 for each --cuda-conv-gemm choice (which convolutions run on cuBLAS rather than cuDNN), and
+# bench/conv1x1_gemm.py (cuDNN against gemm formulations per 1x1 shape).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=full
@@ -117,9 +117,9 @@ run_tests() {  # log file, time limit, ctest's selection; notes the outcome
   note "tests ($*): rc=$rc; $tests_line; skipped $skipped; failed: ${failed:-none} ($(elapsed))"
 }
 if [ $mode = probe ]; then
-  [ $built = 1 ] && run_tests gpu-tests.log 100 -R 'CudaOps|CudaGemm1x1|CudaOwnKernels'
-  for v in gemm1x1 cudnn1x1; do
-    flags=(); [ $v = cudnn1x1 ] && flags=(--cuda-cudnn-1x1)
+  [ $built = 1 ] && run_tests gpu-tests.log 100 -R 'CudaOps|CudaConvGemm|CudaOwnKernels'
+  for v in strided 1x1 off; do
+    flags=(--cuda-conv-gemm $v)
     [ $built = 1 ] && timeout 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
       --copy-bytes 64MiB "${flags[@]}" -o "$out/profile_r50_$v.json" >"$out/profile_r50_$v.txt" 2>&1
     note "lms profile resnet50 b64 ($v): $(head -1 "$out/profile_r50_$v.txt" | cut -c1-160) ($(elapsed))"
@@ -127,8 +127,8 @@ if [ $mode = probe ]; then
   PYTHONUNBUFFERED=1 timeout 90 python3 bench/conv1x1_gemm.py --batch 64 --json-out "$out/conv1x1_gemm.json" \
     >"$out/conv1x1_gemm.txt" 2>&1
   note "conv1x1_gemm.py (rc $?): $(grep '^total' "$out/conv1x1_gemm.txt" | tr '\n' ' ') ($(elapsed))"
-  for v in gemm1x1 cudnn1x1; do
-    flags=(); [ $v = cudnn1x1 ] && flags=(--cuda-cudnn-1x1)
+  for v in strided 1x1 off; do
+    flags=(--cuda-conv-gemm $v)
     [ $built = 1 ] && timeout 60 "$lms" train --model resnet50 --image 224 --device cuda --budget 16GiB --batch 128 \
       --steps 4 --json "${flags[@]}" >"$out/r50_none_${v}_b128.json" 2>"$out/r50_none_${v}_b128.err"
     note "lms none b128 ($v): $(python3 -c "import json,statistics;r=json.load(open('$out/r50_none_${v}_b128.json'));print(f\"{128/statistics.median(r['step_seconds'][1:]):.1f}/s, batch write {r.get('feed_seconds_median',0)*1e3:.1f} ms pinned {r.get('batch_pinned')}\")" 2>/dev/null || tail -1 "$out/r50_none_${v}_b128.err") ($(elapsed))"
@@ -205,8 +205,8 @@ profile=()
 
 # --- LMS resnet50 at 16 GiB: max batch per strategy, samples/s (auto plans with the measured profile) -------
 # In the order of the goals: auto's max batch, auto at PyTorch plain's max batch and at 4x it; then none at its max
-# batch and at 128 (beside PyTorch's 128), none at 128 with cuDNN's 1x1 convolutions (--cuda-cudnn-1x1), auto at
-# 5x; then tflms.
+# batch and at 128 (beside PyTorch's 128), auto at 5x, none at 128 with fewer convolutions on cuBLAS
+# (--cuda-conv-gemm 1x1, off; with their node times at batch 64); then tflms.
 r50=(--model resnet50 --image 224 --device cuda --budget 16GiB)
 tp=${torch_plain:-0}
 strategy_args() { if [ "$1" = auto ]; then echo --strategy auto "${profile[@]}"; else echo --strategy "$1"; fi; }
@@ -242,10 +242,15 @@ train auto $(( 4 * tp ))
 maxbatch none
 train none "$(maxbatch_of none)"
 train none 128  # beside PyTorch's b128, plain and deterministic
-train none 128 _cudnn1x1 --cuda-cudnn-1x1  # 1x1 convolutions on cuDNN instead of cuBLAS
 # auto at 5x PyTorch's max batch (its own max batch, 1262 on 2026-12-04, did not start within 75 s: planning and
 # pinning an 82 GB host arena), given longer
 train_limit=120 train auto $(( 5 * tp ))
+# --cuda-conv-gemm: the default (strided: 1x1 and strided convolutions on cuBLAS) against fewer on cuBLAS
+for v in 1x1 off; do
+  train none 128 _gemm$v --cuda-conv-gemm $v
+  have_time 30 && timeout 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
+    --copy-bytes 0 --cuda-conv-gemm $v -o "$out/profile_r50_gemm$v.json" >"$out/profile_r50_gemm$v.txt" 2>&1
+done
 maxbatch tflms
 train tflms $(( 4 * tp ))
 train tflms "$(maxbatch_of tflms)"
@@ -303,13 +308,18 @@ if ("none", 128) in rates and isinstance(plain.get("throughput", {}).get("128"),
     lines.append(f"  at b128: lms none {rates['none', 128]:.1f}/s = {rates['none', 128] / plain['throughput']['128']:.3f}"
                  f" x pytorch plain's" + (f", {rates['none', 128] / det:.3f} x its deterministic"
                                           if isinstance(det, (int, float)) else ""))
-try:
-    r = json.load(open(f"{out}/r50_none_cudnn1x1_b128.json"))
-    g = 128 / statistics.median(r["step_seconds"][1:])
-    base = f"; with cuBLAS's (the default) {rates['none', 128] / g:.3f} x that" if ("none", 128) in rates else ""
-    lines.append(f"  lms none b128 with cuDNN's 1x1 convolutions (--cuda-cudnn-1x1): {g:.1f}/s{base}")
-except Exception:
-    lines.append("  lms none b128 with --cuda-cudnn-1x1: not run or FAILED")
+for v in ("1x1", "off"):
+    try:
+        r = json.load(open(f"{out}/r50_none_gemm{v}_b128.json"))
+        g = 128 / statistics.median(r["step_seconds"][1:])
+        base = f"; the default (strided) {rates['none', 128] / g:.3f} x that" if ("none", 128) in rates else ""
+        p = json.load(open(f"{out}/profile_r50_gemm{v}.json"))
+        d = json.load(open(f"{out}/profile_r50.json"))
+        node = lambda q: sum(n["seconds"] for n in q["nodes"])
+        lines.append(f"  lms none b128 with --cuda-conv-gemm {v}: {g:.1f}/s{base}; b64 node times {node(p) * 1e3:.1f} ms,"
+                     f" default {node(d) * 1e3:.1f} ms")
+    except Exception:
+        lines.append(f"  lms none b128 with --cuda-conv-gemm {v}: not run or FAILED")
 if tp:
     def verdict(ok):
         return "met" if ok else "NOT met"

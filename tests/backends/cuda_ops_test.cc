@@ -6,6 +6,8 @@
 // Executor on the cuda backend, within cuda_tolerance, and bit-identical when run again; and the convolutions at
 // batch 5 in forced batch chunks.
 #include <algorithm>
+#include <functional>
+#include <numeric>
 
 #include "backends/gpu_presence.h"
 #include "backends/op_cases.h"
@@ -264,9 +266,9 @@ TEST_P(CudaConvChunks, MatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaConvChunks, ::testing::ValuesIn(batch5_conv_cases()), test_name);
 
-// A convolution-family case with 1x1 kernels, no padding and one group: what BackendOptions::gemm_1x1 runs on
-// cuBLAS.
-bool one_by_one(const OpCase& c) {
+// A convolution-family case BackendOptions::conv_gemm runs on cuBLAS: one group, at most 3 spatial dimensions,
+// and 1x1 kernels without padding or a stride above 1.
+bool on_gemm(const OpCase& c) {
   if (!is_conv(c.op) && !is_conv_transpose(c.op) && c.op != Op::conv_backward_data &&
       c.op != Op::conv_backward_filter)
     return false;
@@ -275,50 +277,72 @@ bool one_by_one(const OpCase& c) {
   auto all = [](const IntList& v, int64_t want) {
     return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == want; });
   };
-  return w.size() > 2 && all(IntList(w.begin() + 2, w.end()), 1) && all(c.attrs.get_ints("pad", {}), 0) &&
-         c.attrs.get_int("groups", 1) == 1;
+  const bool one_by_one = all(IntList(w.begin() + 2, w.end()), 1) && all(c.attrs.get_ints("pad", {}), 0);
+  return w.size() > 2 && w.size() <= 5 && c.attrs.get_int("groups", 1) == 1 &&
+         (one_by_one || !all(c.attrs.get_ints("stride", {}), 1));
 }
 
-// 1x1 convolutions on cuBLAS (BackendOptions::gemm_1x1, conv_1x1_gemm.cc; the layout is checked on the host by
-// gemm_1x1_test.cc), every pass: the table's 1x1 rows at batch 2 and 5, 1-D and 3-D ones, strided ones and a
-// strided transposed one; backward-filter's partials and a strided convolution's compact copy for the whole batch
-// at once and for a few samples at a time (the workspace limit sets the group). Against the reference, and
-// bit-identical on a fresh backend.
-TEST(CudaGemm1x1, EveryPassMatchesTheReference) {
-  LMS_CUDA_BACKEND_OR_SKIP(cuda);
-  std::vector<OpCase> cases = all_cases(), b5 = batch5_conv_cases();
+// The cases for CudaConvGemm: the table's 1x1 and strided rows at batch 2 and 5, 1-D and 3-D ones, strided 1x1
+// and larger ones (a stem-like 7x7, padding, dilation) and strided transposed ones, every pass.
+std::vector<OpCase> gemm_cases() {
+  std::vector<OpCase> cases = all_cases(), b5 = batch5_conv_cases(), out;
   cases.insert(cases.end(), b5.begin(), b5.end());
   cases.push_back({"conv_transpose2d_1x1_stride2", Op::conv_transpose2d, {{3, 6, 4, 5}, {6, 5, 1, 1}},
                    A({{"stride", L({2, 2})}, {"output_pad", L({1, 0})}})});
+  cases.push_back({"conv_transpose2d_3x3_stride2", Op::conv_transpose2d, {{2, 6, 4, 5}, {6, 3, 3, 3}},
+                   A({{"stride", L({2, 2})}, {"pad", L({1, 1})}, {"output_pad", L({1, 1})}})});
   for (const OpCase& f :
        {OpCase{"conv1d_1x1", Op::conv1d, {{3, 4, 9}, {6, 4, 1}}, {}},
         OpCase{"conv3d_1x1", Op::conv3d, {{3, 2, 3, 4, 5}, {7, 2, 1, 1, 1}}, {}},
         OpCase{"conv2d_1x1_stride2", Op::conv2d, {{5, 8, 7, 6}, {16, 8, 1, 1}}, A({{"stride", L({2, 2})}})},
-        OpCase{"conv3d_1x1_stride2", Op::conv3d, {{2, 2, 3, 4, 5}, {3, 2, 1, 1, 1}}, A({{"stride", L({2, 2, 2})}})}}) {
+        OpCase{"conv3d_1x1_stride2", Op::conv3d, {{2, 2, 3, 4, 5}, {3, 2, 1, 1, 1}}, A({{"stride", L({2, 2, 2})}})},
+        OpCase{"conv2d_7x7_stride2", Op::conv2d, {{3, 3, 23, 21}, {8, 3, 7, 7}},
+               A({{"stride", L({2, 2})}, {"pad", L({3, 3})}})},
+        OpCase{"conv2d_3x3_stride2_dilated", Op::conv2d, {{3, 5, 12, 11}, {6, 5, 3, 3}},
+               A({{"stride", L({2, 2})}, {"pad", L({2, 2})}, {"dilation", L({2, 2})}})},
+        OpCase{"conv3d_3x3x3_stride2", Op::conv3d, {{2, 2, 5, 6, 5}, {3, 2, 3, 3, 3}},
+               A({{"stride", L({2, 2, 2})}, {"pad", L({1, 1, 1})}})}}) {
     cases.push_back(f);
     for (OpCase& g : gradient_cases(f)) cases.push_back(std::move(g));
   }
-  int checked = 0;
-  for (const OpCase& c : cases) {
-    if (!one_by_one(c)) continue;
-    ++checked;
-    constexpr uint64_t kSeed = 17;
-    ReferenceBackend reference;
-    std::vector<HostTensor> want = run_case(c, reference, kSeed);
-    const Shape w = c.op == Op::conv_backward_filter ? forward_types(c).front().shape : c.inputs[1].shape;
-    const int64_t element = c.inputs[0].dtype == DType::f64 ? 8 : 4;
-    for (int64_t limit : {int64_t{256} << 20, 2 * w[0] * w[1] * element}) {
-      BackendOptions o;
-      o.gemm_1x1 = true;
-      o.max_workspace_bytes = limit;
-      expect_cuda_matches(c, o, want, "(cuBLAS 1x1 gemms, workspace limit " + std::to_string(limit) + ")", kSeed);
-    }
-    BackendOptions on_cudnn;  // the same convolutions with gemm_1x1 off: cuDNN's
-    on_cudnn.gemm_1x1 = false;
-    expect_cuda_matches(c, on_cudnn, want, "(cuDNN)", kSeed);
-  }
-  EXPECT_GE(checked, 19) << "forward, backward-data and backward-filter of six 1x1 convolutions, a transposed one";
+  for (OpCase& c : cases)
+    if (on_gemm(c)) out.push_back(std::move(c));
+  return out;
 }
+
+TEST(CudaConvGemmCases, CoverEveryPassOfTenConvolutions) {
+  EXPECT_GE(gemm_cases().size(), 30u) << "forward, backward-data and backward-filter of ten convolutions";
+}
+
+// Convolutions on cuBLAS (BackendOptions::conv_gemm, conv_gemm.cc; the layout is checked on the host by
+// conv_gemm_test.cc): each case with the partials and the column matrices for the whole batch at once and for a
+// few samples at a time (the workspace limit sets the group), against the reference and bit-identical on a fresh
+// backend; and on cuDNN (conv_gemm off).
+class CudaConvGemm : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaConvGemm, MatchesTheReference) {
+  LMS_CUDA_BACKEND_OR_SKIP(cuda);
+  const OpCase& c = GetParam();
+  constexpr uint64_t kSeed = 17;
+  ReferenceBackend reference;
+  std::vector<HostTensor> want = run_case(c, reference, kSeed);
+  const Shape w = c.op == Op::conv_backward_filter ? forward_types(c).front().shape : c.inputs[1].shape;
+  const int64_t element = c.inputs[0].dtype == DType::f64 ? 8 : 4;
+  const int64_t small = 2 * std::accumulate(w.begin(), w.end(), int64_t{1}, std::multiplies<>()) * element;
+  for (int64_t limit : {int64_t{256} << 20, small}) {
+    BackendOptions o;
+    o.conv_gemm = ConvGemm::strided;
+    o.max_workspace_bytes = limit;
+    expect_cuda_matches(c, o, want, "(cuBLAS gemms, workspace limit " + std::to_string(limit) + ")", kSeed);
+  }
+  BackendOptions on_cudnn;  // the same convolution with conv_gemm off: cuDNN's
+  on_cudnn.conv_gemm = ConvGemm::off;
+  auto cudnn = make_backend("cuda", on_cudnn);
+  ASSERT_TRUE(cudnn.has_value()) << cudnn.error().str();
+  expect_match(c, "(cuDNN)", run_case(c, **cudnn, kSeed), want, cuda_tolerance(c));
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, CudaConvGemm, ::testing::ValuesIn(gemm_cases()), test_name);
 
 }  // namespace
 }  // namespace lms

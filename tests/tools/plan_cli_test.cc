@@ -117,7 +117,7 @@ TEST(PlanCommand, Tf32PredictsWithTheTensorCoreRate) {
                         "--tf32 applies to --device cuda", "reference profile");
 }
 
-// --cuda-workspace and --cuda-cudnn-1x1 are cuda's (their effects are checked on a GPU by the cuda op
+// --cuda-workspace and --cuda-conv-gemm are cuda's (their effects are checked on a GPU by the cuda op
 // tests): with another backend, or a bad size, one error line from each command that takes them.
 TEST(PlanCommand, CudaWorkspaceIsCudasAndASize) {
   const std::string plan = "plan --model mlp --budget 1GiB";
@@ -131,10 +131,12 @@ TEST(PlanCommand, CudaWorkspaceIsCudasAndASize) {
                         "--cuda-workspace applies to --device cuda", "reference profile");
   expect_one_error_line(run_lms("maxbatch --model mlp --budget 1GiB --device cuda --cuda-workspace lots"),
                         "--cuda-workspace", "bad size");
-  expect_one_error_line(run_lms(plan + " --device cpu --cuda-cudnn-1x1"),
-                        "--cuda-cudnn-1x1 applies to --device cuda", "cpu plan, gemm flag");
-  expect_one_error_line(run_lms("profile --model mlp --device reference --cuda-cudnn-1x1 -o x.json"),
-                        "--cuda-cudnn-1x1 applies to --device cuda", "reference profile, gemm flag");
+  expect_one_error_line(run_lms(plan + " --device cpu --cuda-conv-gemm off"),
+                        "--cuda-conv-gemm applies to --device cuda", "cpu plan, gemm flag");
+  expect_one_error_line(run_lms("profile --model mlp --device reference --cuda-conv-gemm 1x1 -o x.json"),
+                        "--cuda-conv-gemm applies to --device cuda", "reference profile, gemm flag");
+  expect_one_error_line(run_lms("train --model mlp --device cuda --steps 1 --cuda-conv-gemm some"),
+                        "--cuda-conv-gemm", "unknown gemm choice");
 }
 
 TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {

@@ -31,7 +31,7 @@ struct ProfileCmd {
   std::string output;  // -o PROFILE.json
   std::string copy_bytes = "256MiB";  // --copy-bytes: the tensor the copy rates are measured with; 0: none
   bool tf32 = false;                  // --tf32: cuda's f32 convolutions and matmuls on TF32 tensor cores
-  CudaFlags cuda;                     // --cuda-workspace, --cuda-cudnn-1x1
+  CudaFlags cuda;                     // --cuda-workspace, --cuda-conv-gemm
 };
 
 double median(std::vector<double> v) {

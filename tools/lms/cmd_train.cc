@@ -85,7 +85,7 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   const BackendOptions backend = LMS_TRY(backend_options(c.planning.tf32, c.planning.cuda, c.device));
   o.allow_tf32 = backend.allow_tf32;
   o.max_workspace_bytes = backend.max_workspace_bytes;
-  o.gemm_1x1 = backend.gemm_1x1;
+  o.conv_gemm = backend.conv_gemm;
   if (c.steps_opt->count() > 0) o.steps = c.steps;
   if (c.epochs_opt->count() > 0) o.epochs = c.epochs;
   auto kind = parse_optimizer(c.optimizer);

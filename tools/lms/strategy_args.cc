@@ -102,12 +102,13 @@ Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_
 
 void add_cuda_options(CLI::App* app, CudaFlags& cuda) {
   app->add_option("--cuda-workspace", cuda.workspace,
-                  "cuda: the largest workspace one convolution's cuDNN algorithm may use, planned as a buffer "
-                  "(default 256MiB; a larger one may allow faster algorithms, a batch whose algorithms all need more "
-                  "runs in chunks)");
-  app->add_flag("--cuda-cudnn-1x1", cuda.cudnn_1x1,
-                "cuda: 1x1 unpadded convolutions (forward, backward-data, backward-filter) on cuDNN instead of the "
-                "default cuBLAS gemms (both deterministic; different bits)");
+                  "cuda: the largest workspace one convolution's cuDNN algorithm may use (and, each, its gemms' "
+                  "partial sums and column matrices), planned as a buffer (default 256MiB; a larger one may allow "
+                  "faster algorithms, a batch whose algorithms all need more runs in chunks)");
+  app->add_option("--cuda-conv-gemm", cuda.conv_gemm,
+                  "cuda: which convolutions run as cuBLAS gemms instead of cuDNN: off, 1x1 (the 1x1 unpadded ones), "
+                  "strided (those and every strided one; the default). Deterministic either way, different bits")
+      ->check(CLI::IsMember({"off", "1x1", "strided"}));
 }
 
 Result<BackendOptions> backend_options(bool tf32, const CudaFlags& cuda, std::string_view device) {
@@ -116,9 +117,11 @@ Result<BackendOptions> backend_options(bool tf32, const CudaFlags& cuda, std::st
   const std::string elsewhere =
       device.empty() ? std::string("planning without a backend") : fmt::format("'{}'", device);
   BackendOptions o{.allow_tf32 = tf32};
-  if (cuda.cudnn_1x1 && device != "cuda")
-    return fail("--cuda-cudnn-1x1 applies to --device cuda, not {}", elsewhere);
-  o.gemm_1x1 = !cuda.cudnn_1x1;
+  if (!cuda.conv_gemm.empty()) {
+    if (device != "cuda") return fail("--cuda-conv-gemm applies to --device cuda, not {}", elsewhere);
+    o.conv_gemm = cuda.conv_gemm == "off" ? ConvGemm::off : cuda.conv_gemm == "1x1" ? ConvGemm::one_by_one
+                                                                                    : ConvGemm::strided;
+  }
   if (!cuda.workspace.empty()) {
     if (device != "cuda") return fail("--cuda-workspace applies to --device cuda, not {}", elsewhere);
     auto b = parse_size(cuda.workspace);

@@ -19,7 +19,7 @@ namespace lms::cli {
 // The cuda backend's flags beside --tf32 (BackendOptions), on every command that makes a backend.
 struct CudaFlags {
   std::string workspace;         // --cuda-workspace SIZE: the largest convolution workspace (empty: the default)
-  bool cudnn_1x1 = false;        // --cuda-cudnn-1x1: 1x1 convolutions on cuDNN instead of cuBLAS
+  std::string conv_gemm;         // --cuda-conv-gemm off|1x1|strided (empty: the default, strided)
 };
 
 struct StrategyArgs {
@@ -29,14 +29,14 @@ struct StrategyArgs {
   std::string tflms_params;   // --tflms-params T,A,G,S (empty: search)
   bool verbose = false;       // --verbose: every parameter set the tflms search tries
   bool tf32 = false;          // --tf32: cuda's f32 convolutions and matmuls on TF32 tensor cores, predicted so
-  CudaFlags cuda;             // --cuda-workspace, --cuda-cudnn-1x1
+  CudaFlags cuda;             // --cuda-workspace, --cuda-conv-gemm
   std::string device_model;   // --device-model NAME: the device auto plans for and times are predicted on
   std::string profile;        // --profile FILE: measured node times and copy rates (lms profile) overriding the
                               // device model's roofline and link rates
 };
 
 // Adds --budget (required when `budget_required`), --host-budget, --strategy, --tflms-params, --verbose,
-// --device-model, --profile, --tf32, --cuda-workspace, --cuda-cudnn-1x1.
+// --device-model, --profile, --tf32, --cuda-workspace, --cuda-conv-gemm.
 void add_strategy_options(CLI::App* app, StrategyArgs& args, bool budget_required);
 
 // The options the flags ask for (workspaces are the caller's). The device model is --device-model's, or for
@@ -47,7 +47,7 @@ Result<StrategyOptions> resolve(const StrategyArgs& args, std::string_view defau
 // The backend options the flags ask for on `device` (empty: planning without a backend). Errors: --tf32 or a
 // cuda flag with a backend other than cuda, a bad --cuda-workspace size.
 Result<BackendOptions> backend_options(bool tf32, const CudaFlags& cuda, std::string_view device);
-// Adds --cuda-workspace and --cuda-cudnn-1x1.
+// Adds --cuda-workspace and --cuda-conv-gemm.
 void add_cuda_options(CLI::App* app, CudaFlags& cuda);
 
 // The device model auto plans for when --device-model is not given: cpu-here for the cpu and reference

@@ -34,13 +34,17 @@ struct EventId {
   friend auto operator<=>(EventId, EventId) = default;
 };
 
+// cuda: which convolutions run as cuBLAS gemms instead of cuDNN (backends/cuda/conv_gemm.cc; ungrouped ones with at
+// most 3 spatial dimensions): none, the 1x1 unpadded ones (any stride), or those and every strided one.
+enum class ConvGemm : uint8_t { off, one_by_one, strided };
+
 struct BackendOptions {
   int64_t device_budget_bytes = kUnlimitedBytes;  // allocate_arenas refuses a device arena larger than this
   int64_t max_workspace_bytes = int64_t{256} << 20;  // cuda: the largest workspace one node's algorithm may use
   bool allow_tf32 = false;  // cuda: f32 convolutions and matmuls may use TF32 tensor cores (not bit-comparable)
   int64_t max_conv_batch = 0;  // cuda: at most this many samples per cuDNN convolution call (0: the whole batch
                                // unless its workspace passes max_workspace_bytes)
-  bool gemm_1x1 = true;  // cuda: 1x1 unpadded convolutions (all three passes) as cuBLAS gemms, not cuDNN
+  ConvGemm conv_gemm = ConvGemm::strided;  // cuda: the convolutions (all passes) on cuBLAS gemms, not cuDNN
   int64_t cuda_reserve_bytes = int64_t{512} << 20;  // cuda: GPU memory that must stay free beside the device arena
                                                    // for the kernels CUDA, cuDNN and cuBLAS load on first use
 };

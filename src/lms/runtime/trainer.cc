@@ -32,7 +32,7 @@ BackendOptions backend_options(const TrainOptions& opts) {
   return BackendOptions{.device_budget_bytes = opts.budget_bytes,
                         .max_workspace_bytes = opts.max_workspace_bytes,
                         .allow_tf32 = opts.allow_tf32,
-                        .gemm_1x1 = opts.gemm_1x1};
+                        .conv_gemm = opts.conv_gemm};
 }
 
 // Accuracy of the trained values on the test split: a separate Program of the evaluation graph (the forward

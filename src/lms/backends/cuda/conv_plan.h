@@ -21,6 +21,7 @@
 
 #include "lms/backends/cuda/kernel_fns.h"
 #include "lms/backends/reference/kernel_util.h"
+#include "lms/runtime/backend.h"
 #include "lms/runtime/kernel.h"
 
 namespace lms::cuda {
@@ -92,87 +93,89 @@ inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
   return s;
 }
 
-// A 1x1 convolution pass (every kernel size 1, no padding, one group; dilation has no effect) as cuBLAS
-// strided-batched gemms, one per sample (conv_1x1_gemm.cc). With P the output's spatial size, and in cuBLAS's
+// A convolution pass as cuBLAS strided-batched gemms, one per sample (conv_gemm.cc), for the ungrouped
+// convolutions with at most 3 spatial dimensions that DnnOptions::conv_gemm takes: every 1x1 unpadded one
+// (ConvGemm::one_by_one), and also every strided one (stride > 1 along some spatial dimension; ConvGemm::strided). With P the output's spatial size, R = Ci * the kernel's volume, and in cuBLAS's
 // column-major terms (our row-major [R, C] is its [C, R]), each sample s is:
-//   forward          y^T = x^T w^T:  A = x [P, Ci], B = w [Ci, Co] (shared: batch stride 0), C = y [P, Co]
-//   backward_data    dx^T = dy^T w:  A = dy [P, Co], op(B) = B^T with B = w [Ci, Co] (shared), C = dx [P, Ci]
-//   backward_filter  dw^T = x dy^T:  op(A) = A^T with A = x [P, Ci], B = dy [P, Co], C = partial [Ci, Co]
-// so A is always the call's first input and B its second, and the calls take `group` samples at a time (the
-// last call the rest). The backward-filter's samples write partials, which SumPartials adds into dw in sample
-// order. A strided convolution (stride > 1 along some spatial dimension) runs the same gemms on x, or dx, on the
-// output's grid: forward and backward-filter first gather x's grid positions into a compact copy in the
-// workspace (StridedCopy over `grid`), backward-data writes its gemm's result there and then zeroes dx and
-// copies the result back onto the grid (`grid` with its stride sets swapped). Forward and backward-data of a
-// stride-1 convolution write their output in one call over the whole batch. The weight is shared with a batch
-// stride of 0, which cuBLAS accepts (NVIDIA's MatX relies on it, MatX PR 473; gemm_plan.h's matmul avoids it);
-// CudaGemm1x1 checks it on a GPU.
-struct Gemm1x1Plan {
+//   forward          y^T = X^T w^T:  A = X [P, R], B = w [R, Co] (shared: batch stride 0), C = y [P, Co]
+//   backward_data    dX^T = dy^T w:  A = dy [P, Co], op(B) = B^T with B = w [R, Co] (shared), C = dX [P, R]
+//   backward_filter  dw^T = X dy^T:  op(A) = A^T with A = X [P, R], B = dy [P, Co], C = partial [R, Co]
+// where X is x itself for a 1x1 stride-1 convolution and otherwise its column matrix [R, P] (Im2Col, in the
+// workspace; backward-data computes dX there and Col2Im sums it into dx). A is always the call's first input
+// (or its columns) and B its second; the calls take `group` samples at a time (the last call the rest). The
+// backward-filter's samples write partials, which SumPartials adds into dw in sample order. Forward and
+// backward-data of a 1x1 stride-1 convolution write their output in one call over the whole batch. The weight
+// is shared with a batch stride of 0, which cuBLAS accepts (NVIDIA's MatX relies on it, MatX PR 473;
+// gemm_plan.h's matmul avoids it); CudaConvGemm checks it on a GPU.
+struct GemmConvPlan {
   bool transpose_a = false, transpose_b = false;    // op(A) = A^T, op(B) = B^T
   int64_t m = 0, n = 0, k = 0;                       // C is m x n, the sum over k
   int64_t lda = 1, ldb = 1, ldc = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between samples (0: shared by every sample)
   int64_t batch = 0;                                 // samples in all
   int64_t group = 1;                                 // samples per call (the last call takes the rest)
-  bool strided = false;  // the gemms run on a compact copy of x's (or dx's) grid positions in the workspace
-  Strided grid;          // strided: `group` samples of x (a: x's strides at the grid positions) as the compact copy
-                         // (b); shape[0] is group (the last call's own count replaces it)
-  int64_t grid_sample = 0;     // strided: elements of one sample of x (or dx)
-  int64_t compact_sample = 0;  // strided: elements of one sample of the compact copy (Ci * P)
+  bool columns = false;     // the gemms run on column matrices in the workspace (Im2Col, Col2Im over `windows`)
+  ConvColumns windows{};    // columns: the geometry of one sample's column matrix
+  int64_t x_sample = 0;     // columns: elements of one sample of x (or dx)
+  int64_t cols_sample = 0;  // columns: elements of one sample's column matrix (R * P)
 };
 
-// The plan of `p` with at most `max_elements` elements of partials (backward-filter) and, for a strided
-// convolution, at most `max_elements` of compact copy at once; or nothing when it is not a 1x1 unpadded
-// ungrouped convolution or has an empty dimension.
-inline std::optional<Gemm1x1Plan> gemm_1x1_plan(const ConvPlan& p, int64_t max_elements) {
-  if (p.groups != 1 || p.x.size() > static_cast<size_t>(kMaxDims)) return std::nullopt;
-  bool strided = false;
-  for (size_t i = 0; i < p.stride.size(); ++i) {
-    if (p.w[2 + i] != 1 || p.pad[i] != 0) return std::nullopt;
+// The plan of `p` with at most `max_elements` elements of partials (backward-filter) and at most `max_elements`
+// of column matrices at once; or nothing when `which` does not take it (grouped, a stride-1 convolution with a
+// larger kernel or padding, more than 3 spatial dimensions) or it has an empty dimension.
+inline std::optional<GemmConvPlan> gemm_conv_plan(const ConvPlan& p, int64_t max_elements, ConvGemm which) {
+  const size_t spatial = p.stride.size();
+  if (which == ConvGemm::off || p.groups != 1 || spatial > 3) return std::nullopt;
+  bool one_by_one = true, strided = false;
+  for (size_t i = 0; i < spatial; ++i) {
+    one_by_one = one_by_one && p.w[2 + i] == 1 && p.pad[i] == 0;
     strided = strided || p.stride[i] != 1;
   }
-  const int64_t ci = p.x[1], co = p.y[1], P = reference::product(p.y, 2, p.y.size());
-  Gemm1x1Plan g;
+  if (!one_by_one && !(strided && which == ConvGemm::strided)) return std::nullopt;
+  const int64_t volume = reference::product(p.w, 2, p.w.size());
+  const int64_t r = p.x[1] * volume, co = p.y[1], P = reference::product(p.y, 2, p.y.size());
+  GemmConvPlan g;
   g.batch = p.x[0];
-  if (ci < 1 || co < 1 || P < 1 || g.batch < 1) return std::nullopt;
+  if (r < 1 || co < 1 || P < 1 || g.batch < 1) return std::nullopt;
   g.group = g.batch;
   switch (p.pass) {
     case ConvPass::forward:
-      g.m = P, g.n = co, g.k = ci;
-      g.lda = P, g.ldb = ci, g.ldc = P;
-      g.stride_a = ci * P, g.stride_b = 0, g.stride_c = co * P;
+      g.m = P, g.n = co, g.k = r;
+      g.lda = P, g.ldb = r, g.ldc = P;
+      g.stride_a = r * P, g.stride_b = 0, g.stride_c = co * P;
       break;
     case ConvPass::backward_data:
       g.transpose_b = true;
-      g.m = P, g.n = ci, g.k = co;
-      g.lda = P, g.ldb = ci, g.ldc = P;
-      g.stride_a = co * P, g.stride_b = 0, g.stride_c = ci * P;
+      g.m = P, g.n = r, g.k = co;
+      g.lda = P, g.ldb = r, g.ldc = P;
+      g.stride_a = co * P, g.stride_b = 0, g.stride_c = r * P;
       break;
     case ConvPass::backward_filter:
       g.transpose_a = true;
-      g.m = ci, g.n = co, g.k = P;
-      g.lda = P, g.ldb = P, g.ldc = ci;
-      g.stride_a = ci * P, g.stride_b = co * P, g.stride_c = ci * co;
+      g.m = r, g.n = co, g.k = P;
+      g.lda = P, g.ldb = P, g.ldc = r;
+      g.stride_a = r * P, g.stride_b = co * P, g.stride_c = r * co;
       g.group = std::clamp<int64_t>(max_elements / g.stride_c, 1, g.batch);
       break;
   }
-  if (!strided) return g;
-  g.strided = true;
-  g.compact_sample = ci * P;
-  g.grid_sample = reference::product(p.x, 1, p.x.size());
-  g.group = std::min(g.group, std::clamp<int64_t>(max_elements / g.compact_sample, 1, g.batch));
-  // x[n, c, s0*o0, s1*o1, ...] -> compact[n, c, o0, o1, ...], both row-major
-  const size_t rank = p.x.size();
-  g.grid.rank = static_cast<int>(rank);
-  int64_t in = 1, out = 1;
-  for (size_t d = rank; d-- > 0;) {
-    g.grid.shape[d] = d == 0 ? g.group : d == 1 ? ci : p.y[d];
-    g.grid.a[d] = d >= 2 ? in * p.stride[d - 2] : in;
-    g.grid.b[d] = out;
-    in *= p.x[d];
-    out *= g.grid.shape[d];
+  if (!strided) return g;  // 1x1, stride 1: x is its own column matrix
+  g.columns = true;
+  g.cols_sample = r * P;
+  g.x_sample = reference::product(p.x, 1, p.x.size());
+  g.group = std::min(g.group, std::clamp<int64_t>(max_elements / g.cols_sample, 1, g.batch));
+  ConvColumns& w = g.windows;
+  w.channels = p.x[1];
+  for (size_t d = 0; d < 3; ++d) {
+    const bool here = d < spatial;
+    w.in[d] = here ? p.x[2 + d] : 1;
+    w.out[d] = here ? p.y[2 + d] : 1;
+    w.k[d] = here ? p.w[2 + d] : 1;
+    w.stride[d] = here ? p.stride[d] : 1;
+    w.pad[d] = here ? p.pad[d] : 0;
+    w.dil[d] = here ? p.dil[d] : 1;
   }
-  g.grid.narrow = g.group * g.grid_sample <= int64_t{UINT32_MAX};
+  const int64_t most = std::max(g.group * g.cols_sample, g.group * g.x_sample);
+  w.narrow = most + std::max({w.pad[0], w.pad[1], w.pad[2]}) <= int64_t{UINT32_MAX};
   return g;
 }
 

@@ -146,7 +146,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(BackendOptions opts) {
   dnn.max_workspace_bytes = opts.max_workspace_bytes;
   dnn.allow_tf32 = opts.allow_tf32;
   dnn.max_conv_batch = opts.max_conv_batch;
-  dnn.gemm_1x1 = opts.gemm_1x1;
+  dnn.conv_gemm = opts.conv_gemm;
   impl->dnn = LMS_TRY(cuda::make_dnn_context(impl->streams[static_cast<int>(StreamId::compute)], dnn));
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
 }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "lms/runtime/backend.h"
 #include "lms/runtime/kernel.h"
 #include "lms/support/error.h"
 
@@ -26,7 +27,7 @@ struct DnnOptions {
   bool allow_tf32 = false;  // let f32 convolutions and matmuls use TF32 tensor cores (not bit-comparable)
   int64_t max_conv_batch = 0;  // at most this many samples per cuDNN convolution call (0: the whole batch, unless
                                // its workspace passes max_workspace_bytes; cudnn_conv.cc, batch chunks)
-  bool gemm_1x1 = true;  // 1x1 unpadded convolutions on cuBLAS (conv_1x1_gemm.cc) instead of cuDNN
+  ConvGemm conv_gemm = ConvGemm::strided;  // the convolutions on cuBLAS (conv_gemm.cc) instead of cuDNN
 };
 
 // The cuDNN and cuBLAS handles, bound to the backend's compute stream (a cudaStream_t passed as void*).

@@ -55,10 +55,10 @@ inline void* aligned_workspace(void* ws) {
 
 // The builders, by family (each for the ops cuda_dnn.cc dispatches to it).
 Result<PreparedPtr> build_conv(DnnContext& ctx, const KernelCall& call);    // conv*, conv_transpose*, conv grads
-// A 1x1 stride-1 convolution pass on cuBLAS (conv_1x1_gemm.cc), or nullptr when `plan` is not one.
+// A convolution pass on cuBLAS (conv_gemm.cc), or nullptr when DnnOptions::conv_gemm does not take `plan`.
 struct ConvPlan;
-Result<PreparedPtr> build_gemm_1x1(DnnContext& ctx, const KernelCall& call, const ConvPlan& plan,
-                                      cudnnDataType_t t);
+Result<PreparedPtr> build_gemm_conv(DnnContext& ctx, const KernelCall& call, const ConvPlan& plan,
+                                    cudnnDataType_t t);
 Result<PreparedPtr> build_norm(DnnContext& ctx, const KernelCall& call);    // batch_norm, batch_norm_grad
 Result<PreparedPtr> build_pool(DnnContext& ctx, const KernelCall& call);    // max/avg pooling and their grads
 Result<PreparedPtr> build_matmul(DnnContext& ctx, const KernelCall& call);  // matmul

@@ -86,5 +86,7 @@ LMS_LAUNCH_FLOAT(MomentumUpdate)
 LMS_LAUNCH_FLOAT(AdamUpdate)
 LMS_LAUNCH(AdamStep)
 LMS_LAUNCH_FLOAT(SumPartials)
+LMS_LAUNCH_FLOAT(Im2Col)
+LMS_LAUNCH_FLOAT(Col2Im)
 
 }  // namespace lms::cuda

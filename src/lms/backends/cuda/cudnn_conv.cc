@@ -337,8 +337,8 @@ Result<PreparedPtr> build_conv(DnnContext& ctx, const KernelCall& call) {
   const ConvPlan plan = LMS_TRY(conv_plan(call));
   // cuDNN describes no empty tensor; an empty operand makes every output element an empty sum.
   if (any_empty(call)) return zero_fill_kernel(ctx, call);
-  if (ctx.opts.gemm_1x1)
-    if (PreparedPtr g = LMS_TRY(build_gemm_1x1(ctx, call, plan, t))) return g;  // else cuDNN
+  if (ctx.opts.conv_gemm != ConvGemm::off)
+    if (PreparedPtr g = LMS_TRY(build_gemm_conv(ctx, call, plan, t))) return g;  // else cuDNN
   const int64_t batch = plan.x[0], most = ctx.opts.max_conv_batch;
   // The kernel of the plan with `n` samples per call.
   auto kernel_for = [&](int64_t n) -> Result<std::unique_ptr<ConvKernel>> {

@@ -1,0 +1,132 @@
+// Convolutions on cuBLAS (DnnOptions::conv_gemm, on by default; conv_plan.h GemmConvPlan for the layout): every
+// 1x1 unpadded one and every strided one, as strided-batched gemms over the samples with the weight shared (batch
+// stride 0). A strided convolution's gemms run on column matrices in the workspace (Im2Col of x for forward and
+// backward-filter; backward-data computes them and Col2Im sums them into dx); backward-filter's per-sample gemms
+// write partials, which SumPartials (kernel_fns.h) adds into dw in sample order. Deterministic (cuBLAS's gemms
+// are, with a fixed workspace; the sums run in a fixed order) though not cuDNN's bits. Why: on an H200,
+// cuDNN's deterministic algorithms ran resnet50's 1x1 convolutions at 5-14 TFLOP/s (backward-filter), 16-22
+// (backward-data) and about 31 (forward), its 1x1 stride-2 backward-data at 2.6, the stem's backward-filter at
+// 7.7 and the strided 3x3 ones at 14-30; the 1x1 gemms took resnet50's kernels at batch 64 from 92.8 to 74.1 ms
+// a step (docs/results.md). The workspace holds cuBLAS's workspace, the partials (backward-filter) and the
+// column matrices (strided), each from a kLibraryWorkspaceAlignment boundary; the partials and the columns take
+// at most DnnOptions::max_workspace_bytes each.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <memory>
+#include <string_view>
+
+#include "lms/backends/cuda/conv_plan.h"
+#include "lms/backends/cuda/cuda_dnn_util.h"
+#include "lms/backends/cuda/cuda_launch.h"
+#include "lms/backends/cuda/kernel_fns.h"
+
+namespace lms::cuda {
+
+namespace {
+
+int64_t round_up(int64_t bytes) {
+  return (bytes + kLibraryWorkspaceAlignment - 1) / kLibraryWorkspaceAlignment * kLibraryWorkspaceAlignment;
+}
+
+class GemmConvKernel final : public PreparedKernel {
+ public:
+  GemmConvKernel(DnnContext& ctx, const KernelCall& call, ConvPass pass, const GemmConvPlan& p, bool f64)
+      : ctx_(ctx), op_(call.op), sums_(pass == ConvPass::backward_filter),
+        gathers_(p.columns && pass != ConvPass::backward_data), scatters_(p.columns && pass == ConvPass::backward_data),
+        p_(p), f64_(f64), a_(call.inputs[0].data), b_(call.inputs[1].data), out_(call.outputs[0].data),
+        workspace_(call.workspace) {}
+
+  Result<void> init() {
+    m_ = LMS_TRY(to_int(p_.m, "a gemm's rows", op_));
+    n_ = LMS_TRY(to_int(p_.n, "a gemm's columns", op_));
+    k_ = LMS_TRY(to_int(p_.k, "a gemm's reduction", op_));
+    lda_ = LMS_TRY(to_int(p_.lda, "A's leading dimension", op_));
+    ldb_ = LMS_TRY(to_int(p_.ldb, "B's leading dimension", op_));
+    ldc_ = LMS_TRY(to_int(p_.ldc, "C's leading dimension", op_));
+    group_ = LMS_TRY(to_int(p_.group, "the samples per gemm call", op_));
+    const int64_t element = f64_ ? 8 : 4;
+    cublas_bytes_ = ctx_.opts.cublas_workspace_bytes;
+    // from the aligned start: cuBLAS's workspace, the partials, the column matrices, each at an aligned offset
+    partials_at_ = round_up(cublas_bytes_);
+    cols_at_ = round_up(partials_at_ + (sums_ ? p_.group * p_.stride_c * element : 0));
+    const int64_t end = cols_at_ + (p_.columns ? p_.group * p_.cols_sample * element : 0);
+    workspace_needed_ = end + kLibraryWorkspaceAlignment;  // room to align the start
+    return {};
+  }
+
+  Result<void> run() override {
+    std::byte* ws = static_cast<std::byte*>(aligned_workspace(workspace_));
+    LMS_TRY_VOID(cublas_ok(cublasSetWorkspace(ctx_.cublas, ws, static_cast<size_t>(cublas_bytes_)),
+                           "cublasSetWorkspace", op_));
+    return f64_ ? calls<double>(cublasDgemmStridedBatched, "cublasDgemmStridedBatched", ws)
+                : calls<float>(cublasSgemmStridedBatched, "cublasSgemmStridedBatched", ws);
+  }
+
+ private:
+  template <class F>
+  Result<void> launch(const F& f, int64_t n, std::string_view what) {
+    const int e = device_launch(f, n, ctx_.stream);
+    return e == 0 ? Result<void>{} : cuda_ok(static_cast<cudaError_t>(e), what, op_);
+  }
+
+  template <class T, typename Gemm>
+  Result<void> calls(Gemm gemm, std::string_view name, std::byte* ws) {
+    const T one = 1, zero = 0;
+    const T* a = static_cast<const T*>(a_);
+    const T* b = static_cast<const T*>(b_);
+    T* out = static_cast<T*>(out_);
+    T* partials = reinterpret_cast<T*>(ws + partials_at_);
+    T* cols = reinterpret_cast<T*>(ws + cols_at_);
+    for (int64_t first = 0; first < p_.batch; first += group_) {
+      const int samples = static_cast<int>(std::min<int64_t>(group_, p_.batch - first));
+      const T* a_first = a + first * p_.stride_a;
+      if (gathers_) {
+        LMS_TRY_VOID(launch(Im2Col<T>{a + first * p_.x_sample, cols, p_.windows}, samples * p_.cols_sample,
+                            "Im2Col launch"));
+        a_first = cols;
+      }
+      T* c = sums_ ? partials : scatters_ ? cols : out + first * p_.stride_c;
+      LMS_TRY_VOID(cublas_ok(gemm(ctx_.cublas, p_.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  p_.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, m_, n_, k_, &one, a_first, lda_,
+                                  p_.stride_a, b + first * p_.stride_b, ldb_, p_.stride_b, &zero, c, ldc_,
+                                  p_.stride_c, samples),
+                             name, op_));
+      if (sums_)
+        LMS_TRY_VOID(launch(SumPartials<T>{partials, out, p_.stride_c, samples, first > 0}, p_.stride_c,
+                            "SumPartials launch"));
+      else if (scatters_)
+        LMS_TRY_VOID(launch(Col2Im<T>{cols, out + first * p_.x_sample, p_.windows}, samples * p_.x_sample,
+                            "Col2Im launch"));
+    }
+    return {};
+  }
+
+  DnnContext& ctx_;
+  Op op_;
+  bool sums_;      // backward-filter: partials summed into the output
+  bool gathers_;   // strided forward and backward-filter: the gemms read x's column matrices
+  bool scatters_;  // strided backward-data: the gemm writes dx's column matrices, which Col2Im sums into dx
+  GemmConvPlan p_;
+  bool f64_;
+  const void* a_;  // the call's first input: cuBLAS's A (or its column matrices' source)
+  const void* b_;  // its second: cuBLAS's B
+  void* out_;
+  void* workspace_;
+  int m_ = 0, n_ = 0, k_ = 0, lda_ = 1, ldb_ = 1, ldc_ = 1, group_ = 1;
+  int64_t cublas_bytes_ = 0, partials_at_ = 0, cols_at_ = 0;  // bytes from the aligned workspace start
+};
+
+}  // namespace
+
+Result<PreparedPtr> build_gemm_conv(DnnContext& ctx, const KernelCall& call, const ConvPlan& plan,
+                                    cudnnDataType_t t) {
+  const int64_t element = t == CUDNN_DATA_DOUBLE ? 8 : 4;
+  const std::optional<GemmConvPlan> p = gemm_conv_plan(plan, ctx.opts.max_workspace_bytes / element, ctx.opts.conv_gemm);
+  if (!p) return PreparedPtr();
+  auto k = std::make_unique<GemmConvKernel>(ctx, call, plan.pass, *p, t == CUDNN_DATA_DOUBLE);
+  LMS_TRY_VOID(k->init());
+  return PreparedPtr(std::move(k));
+}
+
+}  // namespace lms::cuda
