@@ -321,19 +321,27 @@ struct Reduce {
 
 // ---- pooling ----
 
+// a / b for a >= 0, b > 0; on uint32 when `narrow` (every offset fits 32 bits; several times cheaper on a GPU
+// than dividing int64s, on which the stem's max_pool_grad spent its time).
+LMS_HD inline int64_t quot(int64_t a, int64_t b, bool narrow) {
+  return narrow ? static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b)) : a / b;
+}
+// The coordinates c of row-major offset `at` >= 0 in sizes `dims`.
+LMS_HD inline void coords3(int64_t at, const int64_t (&dims)[3], bool narrow, int64_t (&c)[3]) {
+  const int64_t rest = quot(at, dims[2], narrow);
+  c[2] = at - rest * dims[2];
+  c[0] = quot(rest, dims[1], narrow);
+  c[1] = rest - c[0] * dims[1];
+}
+
 // Pooling geometry: up to 3 spatial dimensions, lower ranks padded at the front with trivial ones (as the
 // reference's Windows), dilation 1.
 struct PoolWindows {
   int64_t in[3], out[3], k[3], stride[3], pad[3];
-  bool narrow = false;  // every offset (plus padding) fits 32 bits: the divisions run on uint32 (several times
-                        // cheaper; the stem's max_pool_grad spent its time dividing 64-bit integers)
+  bool narrow = false;  // every offset (plus padding) fits 32 bits: the divisions run on uint32 (quot above)
   // a / b and a % b for a >= 0, b > 0
-  LMS_HD int64_t quot(int64_t a, int64_t b) const {
-    return narrow ? static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b)) : a / b;
-  }
-  LMS_HD int64_t rem(int64_t a, int64_t b) const {
-    return narrow ? static_cast<int64_t>(static_cast<uint32_t>(a) % static_cast<uint32_t>(b)) : a % b;
-  }
+  LMS_HD int64_t quot(int64_t a, int64_t b) const { return lms::cuda::quot(a, b, narrow); }
+  LMS_HD int64_t rem(int64_t a, int64_t b) const { return a - quot(a, b) * b; }
   LMS_HD int64_t in_plane() const { return in[0] * in[1] * in[2]; }
   LMS_HD int64_t out_plane() const { return out[0] * out[1] * out[2]; }
   // The input-plane offset of the first maximum of output (o0, o1, o2)'s window in row-major window order,
@@ -364,10 +372,9 @@ struct PoolWindows {
   }
   // The coordinates (c0, c1, c2) of row-major offset `at` in a plane of sizes `dims`.
   LMS_HD void coords(int64_t at, const int64_t (&dims)[3], int64_t& c0, int64_t& c1, int64_t& c2) const {
-    const int64_t rest = quot(at, dims[2]);
-    c2 = at - rest * dims[2];
-    c0 = quot(rest, dims[1]);
-    c1 = rest - c0 * dims[1];
+    int64_t c[3];
+    coords3(at, dims, narrow, c);
+    c0 = c[0], c1 = c[1], c2 = c[2];
   }
   // Input position (i0, i1, i2)'s place in output (o0, o1, o2)'s window, row-major over k.
   LMS_HD int64_t window_position(int64_t i0, int64_t i1, int64_t i2, int64_t o0, int64_t o1, int64_t o2) const {
@@ -609,21 +616,13 @@ struct LayerNormGradColumns {
 struct ConvColumns {
   int64_t in[3], out[3], k[3], stride[3], pad[3], dil[3];
   int64_t channels;
-  bool narrow = false;  // every offset fits 32 bits: the divisions run on uint32
-  LMS_HD int64_t quot(int64_t a, int64_t b) const {  // a / b for a >= 0, b > 0
-    return narrow ? static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b)) : a / b;
-  }
+  bool narrow = false;  // every offset fits 32 bits: the divisions run on uint32 (quot above)
+  LMS_HD int64_t quot(int64_t a, int64_t b) const { return lms::cuda::quot(a, b, narrow); }
   LMS_HD int64_t in_plane() const { return in[0] * in[1] * in[2]; }
   LMS_HD int64_t out_plane() const { return out[0] * out[1] * out[2]; }
   LMS_HD int64_t volume() const { return k[0] * k[1] * k[2]; }
   LMS_HD int64_t rows() const { return channels * volume(); }  // of one sample's column matrix
-  // (c0, c1, c2) of row-major offset `at` in sizes `dims`
-  LMS_HD void coords(int64_t at, const int64_t (&dims)[3], int64_t (&c)[3]) const {
-    const int64_t rest = quot(at, dims[2]);
-    c[2] = at - rest * dims[2];
-    c[0] = quot(rest, dims[1]);
-    c[1] = rest - c[0] * dims[1];
-  }
+  LMS_HD void coords(int64_t at, const int64_t (&dims)[3], int64_t (&c)[3]) const { coords3(at, dims, narrow, c); }
 };
 
 // The column matrices of consecutive samples, one element per index j = (sample * rows + row) * out_plane + o:
