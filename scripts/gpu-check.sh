@@ -17,10 +17,10 @@
 # 8 minutes; a stage that fails or runs out of time is reported in the table, and the script goes on (when the
 # build fails, PyTorch's side is still measured).
 #
-# `scripts/gpu-check.sh --probe` is a shorter first look for choosing between implementations (about 2 minutes):
-# the build, the op table and the cuBLAS convolution tests on cuda, resnet50's node times at batch 64 and samples/s
-# at batch 128 for each --cuda-conv-gemm choice (which convolutions run on cuBLAS rather than cuDNN), and
-# bench/conv1x1_gemm.py (cuDNN against gemm formulations per 1x1 shape).
+# `scripts/gpu-check.sh --probe` is a shorter check of the default configuration after a change (about 4
+# minutes with the build): the GPU tests of the convolutions, the own kernels and training, resnet50's node times
+# at batch 64, and samples/s of none at batch 128 and of auto at 4x PyTorch plain's max batch (GPU_CHECK_TP, 192
+# by default), each beside its prediction.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=full
@@ -117,22 +117,23 @@ run_tests() {  # log file, time limit, ctest's selection; notes the outcome
   note "tests ($*): rc=$rc; $tests_line; skipped $skipped; failed: ${failed:-none} ($(elapsed))"
 }
 if [ $mode = probe ]; then
-  [ $built = 1 ] && run_tests gpu-tests.log 100 -R 'CudaOps|CudaConvGemm|CudaOwnKernels'
-  for v in strided 1x1 off; do
-    flags=(--cuda-conv-gemm $v)
-    [ $built = 1 ] && timeout 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
-      --copy-bytes 64MiB "${flags[@]}" -o "$out/profile_r50_$v.json" >"$out/profile_r50_$v.txt" 2>&1
-    note "lms profile resnet50 b64 ($v): $(head -1 "$out/profile_r50_$v.txt" | cut -c1-160) ($(elapsed))"
-  done
-  PYTHONUNBUFFERED=1 timeout 90 python3 bench/conv1x1_gemm.py --batch 64 --json-out "$out/conv1x1_gemm.json" \
-    >"$out/conv1x1_gemm.txt" 2>&1
-  note "conv1x1_gemm.py (rc $?): $(grep '^total' "$out/conv1x1_gemm.txt" | tr '\n' ' ') ($(elapsed))"
-  for v in strided 1x1 off; do
-    flags=(--cuda-conv-gemm $v)
-    [ $built = 1 ] && timeout 60 "$lms" train --model resnet50 --image 224 --device cuda --budget 16GiB --batch 128 \
-      --steps 4 --json "${flags[@]}" >"$out/r50_none_${v}_b128.json" 2>"$out/r50_none_${v}_b128.err"
-    note "lms none b128 ($v): $(python3 -c "import json,statistics;r=json.load(open('$out/r50_none_${v}_b128.json'));print(f\"{128/statistics.median(r['step_seconds'][1:]):.1f}/s, batch write {r.get('feed_seconds_median',0)*1e3:.1f} ms pinned {r.get('batch_pinned')}\")" 2>/dev/null || tail -1 "$out/r50_none_${v}_b128.err") ($(elapsed))"
-  done
+  [ $built = 1 ] && run_tests gpu-tests.log 70 -R 'CudaConvGemm|CudaOwnKernels|CudaTraining|AutoTraining|TflmsTraining'
+  r50=(--model resnet50 --image 224 --device cuda --budget 16GiB --steps 4 --json)
+  rate() {  # a train JSON file -> its samples/s and times
+    python3 -c "import json,statistics,sys;r=json.load(open(sys.argv[1]));b=r['batch'];print(f\"{b/statistics.median(r['step_seconds'][1:]):.1f}/s (predicted {b/r['predicted_step_seconds']:.1f}/s), peak {r['peak_device_bytes']/2**30:.2f} GiB, planned in {r['plan_seconds']:.1f} s\")" "$1" 2>/dev/null || echo "FAILED ($(tail -1 "${1%.json}.err"))"
+  }
+  if [ $built = 1 ]; then
+    timeout 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 --copy-bytes 0 \
+      -o "$out/profile_r50.json" >"$out/profile_r50.txt" 2>&1
+    note "lms profile resnet50 b64: $(head -1 "$out/profile_r50.txt" | cut -c1-120) ($(elapsed))"
+    timeout 40 "$lms" train "${r50[@]}" --batch 128 --device-model h200-pcie5 --profile "$out/profile_r50.json" \
+      >"$out/r50_none_b128.json" 2>"$out/r50_none_b128.err"
+    note "lms none b128: $(rate "$out/r50_none_b128.json") ($(elapsed))"
+    tp=${GPU_CHECK_TP:-192}  # PyTorch plain's max batch at 16 GiB (192 on 2026-12-04)
+    timeout 60 "$lms" train "${r50[@]}" --batch $(( 4 * tp )) --strategy auto --profile "$out/profile_r50.json" \
+      >"$out/r50_auto_b$(( 4 * tp )).json" 2>"$out/r50_auto_b$(( 4 * tp )).err"
+    note "lms auto b$(( 4 * tp )): $(rate "$out/r50_auto_b$(( 4 * tp )).json") ($(elapsed))"
+  fi
   finish
   exit 0
 fi

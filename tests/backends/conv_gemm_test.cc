@@ -39,6 +39,26 @@ Result<DirectCall> run_gemm_conv(const OpCase& c, uint64_t seed, int64_t max_ele
         const auto* A = static_cast<const float*>(call.inputs[0].data);
         const auto* B = static_cast<const float*>(call.inputs[1].data);
         auto* out = static_cast<float*>(call.outputs[0].data);
+        if (p->regroup) {  // as conv_gemm.cc's regrouped(): one gemm per call over the samples side by side
+          std::vector<float> cols(static_cast<size_t>(p->group * p->cols_sample));
+          std::vector<float> dys(static_cast<size_t>(p->group * p->dy_sample));
+          for (int64_t first = 0; first < p->batch; first += p->group) {
+            const int64_t samples = std::min(p->group, p->batch - first), k = samples * p->spatial;
+            const cuda::Im2Col<float> xs{A + first * p->x_sample, cols.data(), p->windows, true, samples};
+            const cuda::Im2Col<float> ds{B + first * p->dy_sample, dys.data(), p->dy_windows, true, samples};
+            for (int64_t j = 0; j < samples * p->cols_sample; ++j) xs(j);
+            for (int64_t j = 0; j < samples * p->dy_sample; ++j) ds(j);
+            for (int64_t i = 0; i < p->m; ++i)  // C = op(A) B with op(A) = A^T, A [k, m] and B [k, n] at ld k
+              for (int64_t j = 0; j < p->n; ++j) {
+                double sum = 0;
+                for (int64_t l = 0; l < k; ++l)
+                  sum += static_cast<double>(cols[l + i * k]) * static_cast<double>(dys[l + j * k]);
+                float& c = out[i + j * p->ldc];
+                c = static_cast<float>(sum) + (first > 0 ? c : 0.0f);
+              }
+          }
+          return {};
+        }
         std::vector<float> partials(sums ? static_cast<size_t>(p->group * p->stride_c) : 0);
         std::vector<float> cols(p->columns ? static_cast<size_t>(p->group * p->cols_sample) : 0);
         for (int64_t first = 0; first < p->batch; first += p->group) {
@@ -89,6 +109,15 @@ int64_t cols_elements(const OpCase& c) {
   return first[1] * volume * spatial(out);                                                // (x, w) -> y
 }
 
+// Elements of one sample of backward-filter's dy.
+int64_t dy_elements(const OpCase& c) { return reference::product(c.inputs[1].shape, 1, c.inputs[1].shape.size()); }
+
+// Whether backward-filter regroups: one sample's partial (dw's size) larger than its columns and dy together.
+bool regroups(const OpCase& c) {
+  const Shape dw = forward_types(c).front().shape;
+  return reference::product(dw, 0, dw.size()) > cols_elements(c) + dy_elements(c);
+}
+
 bool strided(const OpCase& c) {
   const IntList s = c.attrs.get_ints("stride", {});
   return std::any_of(s.begin(), s.end(), [](int64_t v) { return v != 1; });
@@ -116,6 +145,11 @@ TEST(ConvGemm, EveryPassComputesTheReference) {
       {"conv1d_5_stride3", Op::conv1d, {{2, 3, 17}, {4, 3, 5}}, A({{"stride", L({3})}, {"pad", L({2})}})},
       {"conv3d_3x3x3_stride2", Op::conv3d, {{2, 2, 5, 6, 5}, {3, 2, 3, 3, 3}},
        A({{"stride", L({2, 2, 2})}, {"pad", L({1, 1, 1})}})},
+      // weights larger than a sample's data: backward-filter regroups (1x1, strided 1x1, strided 3x3)
+      {"conv2d_1x1_wide", Op::conv2d, {{5, 16, 2, 3}, {32, 16, 1, 1}}, {}},
+      {"conv2d_1x1_stride2_wide", Op::conv2d, {{3, 16, 3, 4}, {32, 16, 1, 1}}, A({{"stride", L({2, 2})}})},
+      {"conv2d_3x3_stride2_wide", Op::conv2d, {{3, 8, 5, 4}, {16, 8, 3, 3}},
+       A({{"stride", L({2, 2})}, {"pad", L({1, 1})}})},
   };
   std::vector<OpCase> cases = {
       {"conv_transpose2d_1x1", Op::conv_transpose2d, {{3, 6, 4, 5}, {6, 5, 1, 1}}, {}},
@@ -128,7 +162,7 @@ TEST(ConvGemm, EveryPassComputesTheReference) {
     cases.push_back(f);
     for (OpCase& g : gradient_cases(f)) cases.push_back(std::move(g));
   }
-  ASSERT_EQ(cases.size(), 42u);
+  ASSERT_EQ(cases.size(), 51u);
   for (const OpCase& c : cases) {
     const int64_t batch = c.inputs[0].shape[0];
     const Shape w = c.op == Op::conv_backward_filter ? forward_types(c).front().shape : c.inputs[1].shape;
@@ -139,8 +173,9 @@ TEST(ConvGemm, EveryPassComputesTheReference) {
     // whatever the limit
     for (int64_t samples : {int64_t{1}, int64_t{2}, batch, int64_t{0}}) {
       int64_t group = 0;
-      const int64_t partials = c.op == Op::conv_backward_filter ? w[0] * reference::product(w, 1, w.size()) : 0;
-      const int64_t cols = strided(c) ? cols_elements(c) : 0;
+      int64_t partials = c.op == Op::conv_backward_filter ? w[0] * reference::product(w, 1, w.size()) : 0;
+      int64_t cols = strided(c) ? cols_elements(c) : 0;
+      if (partials > 0 && regroups(c)) partials = 0, cols = cols_elements(c) + dy_elements(c);
       auto got = run_gemm_conv(c, 11, samples * std::max(partials, cols), group);
       ASSERT_TRUE(got.has_value()) << c.name << ": " << got.error().str();
       EXPECT_EQ(group, partials > 0 || cols > 0 ? std::clamp<int64_t>(samples, 1, batch) : batch) << c.name;

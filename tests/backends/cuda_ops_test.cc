@@ -283,7 +283,8 @@ bool on_gemm(const OpCase& c) {
 }
 
 // The cases for CudaConvGemm: the table's 1x1 and strided rows at batch 2 and 5, 1-D and 3-D ones, strided 1x1
-// and larger ones (a stem-like 7x7, padding, dilation) and strided transposed ones, every pass.
+// and larger ones (a stem-like 7x7, padding, dilation), strided transposed ones, and ones whose backward-filter
+// regroups, every pass.
 std::vector<OpCase> gemm_cases() {
   std::vector<OpCase> cases = all_cases(), b5 = batch5_conv_cases(), out;
   cases.insert(cases.end(), b5.begin(), b5.end());
@@ -301,7 +302,12 @@ std::vector<OpCase> gemm_cases() {
         OpCase{"conv2d_3x3_stride2_dilated", Op::conv2d, {{3, 5, 12, 11}, {6, 5, 3, 3}},
                A({{"stride", L({2, 2})}, {"pad", L({2, 2})}, {"dilation", L({2, 2})}})},
         OpCase{"conv3d_3x3x3_stride2", Op::conv3d, {{2, 2, 5, 6, 5}, {3, 2, 3, 3, 3}},
-               A({{"stride", L({2, 2, 2})}, {"pad", L({1, 1, 1})}})}}) {
+               A({{"stride", L({2, 2, 2})}, {"pad", L({1, 1, 1})}})},
+        // weights larger than a sample's data: backward-filter regroups
+        OpCase{"conv2d_1x1_wide", Op::conv2d, {{5, 16, 2, 3}, {32, 16, 1, 1}}, {}},
+        OpCase{"conv2d_1x1_stride2_wide", Op::conv2d, {{3, 16, 3, 4}, {32, 16, 1, 1}}, A({{"stride", L({2, 2})}})},
+        OpCase{"conv2d_3x3_stride2_wide", Op::conv2d, {{3, 8, 5, 4}, {16, 8, 3, 3}},
+               A({{"stride", L({2, 2})}, {"pad", L({1, 1})}})}}) {
     cases.push_back(f);
     for (OpCase& g : gradient_cases(f)) cases.push_back(std::move(g));
   }

@@ -118,5 +118,33 @@ TEST(CostModel, MeasuredTimesScaleWithTheWorkOfTheNode) {
   EXPECT_NEAR(twice[r.v], m.launch_overhead_s + 2 * (2e-4 - m.launch_overhead_s), 1e-15);
 }
 
+// A recompute clone (named `<original>.re`, `.re<k>`, a clone of a clone `.re.re`) takes its original's measured
+// time; other nodes whose names merely look like clones' do not.
+TEST(CostModel, RecomputeClonesTakeTheirOriginalsMeasuredTime) {
+  Graph g{"clones"};
+  Builder b(g);
+  const TensorType t{DType::f32, {1024, 1024}};
+  const ValueId x = b.input(t, "x");
+  const ValueId r = b.op(Op::relu, {x}, {}, "r");
+  const ValueId looks = b.op(Op::relu, {r}, {}, "r.re");  // an ordinary node
+  ASSERT_TRUE(b.ok()) << b.error()->str();
+  std::vector<NodeId> clones;
+  for (const char* name : {"r.re2", "r.re.re", "q.re"}) {
+    const std::vector<TensorType> types{t};
+    const std::vector<std::string> names{name};
+    const NodeId c = g.add_node(Op::relu, {}, types, names, Category::recompute);
+    g.set_inputs(c, {x});
+    clones.push_back(c);
+  }
+  const DeviceModel m = *device_model("v100-pcie3");
+  const MeasuredTimes measured{{"r", {3e-3, std::nullopt}}};
+  const std::vector<double> times = op_times(g, m, &measured);
+  EXPECT_EQ(times[g.value(r).producer.v], 3e-3);
+  EXPECT_EQ(times[g.value(looks).producer.v], op_seconds(g, g.value(looks).producer, m));
+  EXPECT_EQ(times[clones[0].v], 3e-3);
+  EXPECT_EQ(times[clones[1].v], 3e-3);
+  EXPECT_EQ(times[clones[2].v], op_seconds(g, clones[2], m));  // no measured original
+}
+
 }  // namespace
 }  // namespace lms

@@ -106,8 +106,9 @@ void add_cuda_options(CLI::App* app, CudaFlags& cuda) {
                   "partial sums and column matrices), planned as a buffer (default 256MiB; a larger one may allow "
                   "faster algorithms, a batch whose algorithms all need more runs in chunks)");
   app->add_option("--cuda-conv-gemm", cuda.conv_gemm,
-                  "cuda: which convolutions run as cuBLAS gemms instead of cuDNN: off, 1x1 (the 1x1 unpadded ones), "
-                  "strided (those and every strided one; the default). Deterministic either way, different bits")
+                  "cuda: which convolutions run as cuBLAS gemms instead of cuDNN: off, 1x1 (the 1x1 unpadded ones, "
+                  "any stride; the default), strided (those and every strided one). Deterministic either way, "
+                  "different bits")
       ->check(CLI::IsMember({"off", "1x1", "strided"}));
 }
 

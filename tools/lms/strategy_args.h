@@ -19,7 +19,7 @@ namespace lms::cli {
 // The cuda backend's flags beside --tf32 (BackendOptions), on every command that makes a backend.
 struct CudaFlags {
   std::string workspace;         // --cuda-workspace SIZE: the largest convolution workspace (empty: the default)
-  std::string conv_gemm;         // --cuda-conv-gemm off|1x1|strided (empty: the default, strided)
+  std::string conv_gemm;         // --cuda-conv-gemm off|1x1|strided (empty: the default, 1x1)
 };
 
 struct StrategyArgs {

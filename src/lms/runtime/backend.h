@@ -35,7 +35,8 @@ struct EventId {
 };
 
 // cuda: which convolutions run as cuBLAS gemms instead of cuDNN (backends/cuda/conv_gemm.cc; ungrouped ones with at
-// most 3 spatial dimensions): none, the 1x1 unpadded ones (any stride), or those and every strided one.
+// most 3 spatial dimensions): none, the 1x1 unpadded ones (any stride), or those and every strided one (slower than
+// cuDNN for resnet50's strided 3x3 and 7x7 ones on an H200, docs/results.md).
 enum class ConvGemm : uint8_t { off, one_by_one, strided };
 
 struct BackendOptions {
@@ -44,7 +45,7 @@ struct BackendOptions {
   bool allow_tf32 = false;  // cuda: f32 convolutions and matmuls may use TF32 tensor cores (not bit-comparable)
   int64_t max_conv_batch = 0;  // cuda: at most this many samples per cuDNN convolution call (0: the whole batch
                                // unless its workspace passes max_workspace_bytes)
-  ConvGemm conv_gemm = ConvGemm::strided;  // cuda: the convolutions (all passes) on cuBLAS gemms, not cuDNN
+  ConvGemm conv_gemm = ConvGemm::one_by_one;  // cuda: the convolutions (all passes) on cuBLAS gemms, not cuDNN
   int64_t cuda_reserve_bytes = int64_t{512} << 20;  // cuda: GPU memory that must stay free beside the device arena
                                                    // for the kernels CUDA, cuDNN and cuBLAS load on first use
 };

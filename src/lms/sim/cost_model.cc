@@ -2,6 +2,7 @@
 #include "lms/sim/cost_model.h"
 
 #include <algorithm>
+#include <string>
 
 #include "lms/analysis/stats.h"
 
@@ -52,16 +53,30 @@ double op_seconds(const Graph& g, NodeId id, const DeviceModel& m) {
 }
 
 
+namespace {
+
+// The measured entry for node n: its own name's, or for a recompute clone (passes/recompute.cc names it
+// `<original>.re` or `<original>.re<k>`) its original's, through clones of clones.
+const MeasuredNode* measured_entry(const Graph& g, const Node& n, const MeasuredTimes& measured) {
+  std::string name = g.value(n.outputs.front()).name;
+  while (true) {
+    if (auto it = measured.find(name); it != measured.end()) return &it->second;
+    if (n.category != Category::recompute) return nullptr;
+    size_t end = name.size();
+    while (end > 0 && name[end - 1] >= '0' && name[end - 1] <= '9') --end;
+    if (end < 3 || name.compare(end - 3, 3, ".re") != 0) return nullptr;
+    name.resize(end - 3);
+  }
+}
+
+}  // namespace
+
 std::vector<double> op_times(const Graph& g, const DeviceModel& m, const MeasuredTimes* measured) {
   std::vector<double> times(g.num_nodes());
   for (uint32_t i = 0; i < g.num_nodes(); ++i) {
     const Node& n = g.node(NodeId{i});
-    if (measured && !n.outputs.empty())
-      if (auto it = measured->find(g.value(n.outputs.front()).name); it != measured->end()) {
-        times[i] = scaled(g, n, it->second, m);
-        continue;
-      }
-    times[i] = op_seconds(g, NodeId{i}, m);
+    const MeasuredNode* entry = measured && !n.outputs.empty() ? measured_entry(g, n, *measured) : nullptr;
+    times[i] = entry ? scaled(g, n, *entry, m) : op_seconds(g, NodeId{i}, m);
   }
   return times;
 }

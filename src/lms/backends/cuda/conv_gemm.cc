@@ -2,7 +2,8 @@
 // 1x1 unpadded one and every strided one, as strided-batched gemms over the samples with the weight shared (batch
 // stride 0). A strided convolution's gemms run on column matrices in the workspace (Im2Col of x for forward and
 // backward-filter; backward-data computes them and Col2Im sums them into dx); backward-filter's per-sample gemms
-// write partials, which SumPartials (kernel_fns.h) adds into dw in sample order. Deterministic (cuBLAS's gemms
+// write partials, which SumPartials (kernel_fns.h) adds into dw in sample order, or, where a partial would be
+// larger than the sample's data, the samples are regrouped into one gemm per call (conv_plan.h). Deterministic (cuBLAS's gemms
 // are, with a fixed workspace; the sums run in a fixed order) though not cuDNN's bits. Why: on an H200,
 // cuDNN's deterministic algorithms ran resnet50's 1x1 convolutions at 5-14 TFLOP/s (backward-filter), 16-22
 // (backward-data) and about 31 (forward), its 1x1 stride-2 backward-data at 2.6, the stem's backward-filter at
@@ -32,7 +33,7 @@ int64_t round_up(int64_t bytes) {
 class GemmConvKernel final : public PreparedKernel {
  public:
   GemmConvKernel(DnnContext& ctx, const KernelCall& call, ConvPass pass, const GemmConvPlan& p, bool f64)
-      : ctx_(ctx), op_(call.op), sums_(pass == ConvPass::backward_filter),
+      : ctx_(ctx), op_(call.op), sums_(pass == ConvPass::backward_filter && !p.regroup),
         gathers_(p.columns && pass != ConvPass::backward_data), scatters_(p.columns && pass == ConvPass::backward_data),
         p_(p), f64_(f64), a_(call.inputs[0].data), b_(call.inputs[1].data), out_(call.outputs[0].data),
         workspace_(call.workspace) {}
@@ -45,12 +46,14 @@ class GemmConvKernel final : public PreparedKernel {
     ldb_ = LMS_TRY(to_int(p_.ldb, "B's leading dimension", op_));
     ldc_ = LMS_TRY(to_int(p_.ldc, "C's leading dimension", op_));
     group_ = LMS_TRY(to_int(p_.group, "the samples per gemm call", op_));
+    if (p_.regroup) LMS_TRY_VOID(to_int(p_.group * p_.spatial, "a regrouped gemm's reduction", op_));
     const int64_t element = f64_ ? 8 : 4;
     cublas_bytes_ = ctx_.opts.cublas_workspace_bytes;
     // from the aligned start: cuBLAS's workspace, the partials, the column matrices, each at an aligned offset
     partials_at_ = round_up(cublas_bytes_);
     cols_at_ = round_up(partials_at_ + (sums_ ? p_.group * p_.stride_c * element : 0));
-    const int64_t end = cols_at_ + (p_.columns ? p_.group * p_.cols_sample * element : 0);
+    dy_at_ = round_up(cols_at_ + (p_.columns || p_.regroup ? p_.group * p_.cols_sample * element : 0));
+    const int64_t end = dy_at_ + (p_.regroup ? p_.group * p_.dy_sample * element : 0);
     workspace_needed_ = end + kLibraryWorkspaceAlignment;  // room to align the start
     return {};
   }
@@ -78,6 +81,7 @@ class GemmConvKernel final : public PreparedKernel {
     T* out = static_cast<T*>(out_);
     T* partials = reinterpret_cast<T*>(ws + partials_at_);
     T* cols = reinterpret_cast<T*>(ws + cols_at_);
+    if (p_.regroup) return regrouped<T>(gemm, name, cols, reinterpret_cast<T*>(ws + dy_at_));
     for (int64_t first = 0; first < p_.batch; first += group_) {
       const int samples = static_cast<int>(std::min<int64_t>(group_, p_.batch - first));
       const T* a_first = a + first * p_.stride_a;
@@ -102,9 +106,30 @@ class GemmConvKernel final : public PreparedKernel {
     return {};
   }
 
+  // Backward-filter regrouped (conv_plan.h): per call, the samples' column matrices and dy side by side, one gemm
+  // over K = samples * P, adding into dw after the first call.
+  template <class T, typename Gemm>
+  Result<void> regrouped(Gemm gemm, std::string_view name, T* cols, T* dys) {
+    const T one = 1, zero = 0;
+    const T* x = static_cast<const T*>(a_);
+    const T* dy = static_cast<const T*>(b_);
+    for (int64_t first = 0; first < p_.batch; first += group_) {
+      const int64_t samples = std::min<int64_t>(group_, p_.batch - first);
+      LMS_TRY_VOID(launch(Im2Col<T>{x + first * p_.x_sample, cols, p_.windows, true, samples},
+                          samples * p_.cols_sample, "Im2Col launch"));
+      LMS_TRY_VOID(launch(Im2Col<T>{dy + first * p_.dy_sample, dys, p_.dy_windows, true, samples},
+                          samples * p_.dy_sample, "Im2Col launch"));
+      const int k = LMS_TRY(to_int(samples * p_.spatial, "a gemm's reduction", op_));
+      LMS_TRY_VOID(cublas_ok(gemm(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, m_, n_, k, &one, cols, k, int64_t{0}, dys,
+                                  k, int64_t{0}, first > 0 ? &one : &zero, static_cast<T*>(out_), ldc_, int64_t{0}, 1),
+                             name, op_));
+    }
+    return {};
+  }
+
   DnnContext& ctx_;
   Op op_;
-  bool sums_;      // backward-filter: partials summed into the output
+  bool sums_;      // backward-filter, not regrouped: partials summed into the output
   bool gathers_;   // strided forward and backward-filter: the gemms read x's column matrices
   bool scatters_;  // strided backward-data: the gemm writes dx's column matrices, which Col2Im sums into dx
   GemmConvPlan p_;
@@ -114,7 +139,7 @@ class GemmConvKernel final : public PreparedKernel {
   void* out_;
   void* workspace_;
   int m_ = 0, n_ = 0, k_ = 0, lda_ = 1, ldb_ = 1, ldc_ = 1, group_ = 1;
-  int64_t cublas_bytes_ = 0, partials_at_ = 0, cols_at_ = 0;  // bytes from the aligned workspace start
+  int64_t cublas_bytes_ = 0, partials_at_ = 0, cols_at_ = 0, dy_at_ = 0;  // from the aligned workspace start
 };
 
 }  // namespace

@@ -103,7 +103,12 @@ inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
 // where X is x itself for a 1x1 stride-1 convolution and otherwise its column matrix [R, P] (Im2Col, in the
 // workspace; backward-data computes dX there and Col2Im sums it into dx). A is always the call's first input
 // (or its columns) and B its second; the calls take `group` samples at a time (the last call the rest). The
-// backward-filter's samples write partials, which SumPartials adds into dw in sample order. Forward and
+// backward-filter's samples write partials, which SumPartials adds into dw in sample order; unless one sample's
+// partial would be larger than its X and dy together (large weights over small images: resnet50's last stage),
+// when backward-filter `regroup`s instead: the group's X and dy side by side in the workspace as [R, group * P]
+// and [Co, group * P] (Im2Col with the samples inner), one gemm dw^T = X dy^T over K = group * P per call, each
+// call after the first adding into dw (beta = 1). That needs no partials and runs one large gemm instead of
+// many with K = P. Forward and
 // backward-data of a 1x1 stride-1 convolution write their output in one call over the whole batch. The weight
 // is shared with a batch stride of 0, which cuBLAS accepts (NVIDIA's MatX relies on it, MatX PR 473;
 // gemm_plan.h's matmul avoids it); CudaConvGemm checks it on a GPU.
@@ -115,10 +120,34 @@ struct GemmConvPlan {
   int64_t batch = 0;                                 // samples in all
   int64_t group = 1;                                 // samples per call (the last call takes the rest)
   bool columns = false;     // the gemms run on column matrices in the workspace (Im2Col, Col2Im over `windows`)
-  ConvColumns windows{};    // columns: the geometry of one sample's column matrix
-  int64_t x_sample = 0;     // columns: elements of one sample of x (or dx)
-  int64_t cols_sample = 0;  // columns: elements of one sample's column matrix (R * P)
+  bool regroup = false;     // backward-filter: each call's samples regrouped, one gemm over K = samples * P
+  ConvColumns windows{};    // columns or regroup: the geometry of one sample's column matrix
+  ConvColumns dy_windows{};  // regroup: dy's, as the column matrix of a 1x1 convolution over dy
+  int64_t x_sample = 0;     // columns or regroup: elements of one sample of x (or dx)
+  int64_t cols_sample = 0;  // columns or regroup: elements of one sample's column matrix (R * P)
+  int64_t dy_sample = 0;    // regroup: elements of one sample of dy (Co * P)
+  int64_t spatial = 0;      // P
 };
+
+// The windows of a convolution plan over up to 3 spatial dimensions (trailing ones trivial); `narrow` when every
+// offset of `samples` samples of x and of their column matrices fits 32 bits.
+inline ConvColumns conv_columns(const ConvPlan& p, int64_t samples) {
+  ConvColumns w{};
+  const size_t spatial = p.stride.size();
+  w.channels = p.x[1];
+  for (size_t d = 0; d < 3; ++d) {
+    const bool here = d < spatial;
+    w.in[d] = here ? p.x[2 + d] : 1;
+    w.out[d] = here ? p.y[2 + d] : 1;
+    w.k[d] = here ? p.w[2 + d] : 1;
+    w.stride[d] = here ? p.stride[d] : 1;
+    w.pad[d] = here ? p.pad[d] : 0;
+    w.dil[d] = here ? p.dil[d] : 1;
+  }
+  const int64_t most = samples * std::max(w.rows() * w.out_plane(), w.channels * w.in_plane());
+  w.narrow = most + std::max({w.pad[0], w.pad[1], w.pad[2]}) <= int64_t{UINT32_MAX};
+  return w;
+}
 
 // The plan of `p` with at most `max_elements` elements of partials (backward-filter) and at most `max_elements`
 // of column matrices at once; or nothing when `which` does not take it (grouped, a stride-1 convolution with a
@@ -158,24 +187,28 @@ inline std::optional<GemmConvPlan> gemm_conv_plan(const ConvPlan& p, int64_t max
       g.group = std::clamp<int64_t>(max_elements / g.stride_c, 1, g.batch);
       break;
   }
+  g.spatial = P;
+  g.x_sample = reference::product(p.x, 1, p.x.size());
+  g.cols_sample = r * P;
+  // backward-filter: a sample's partial larger than its X and dy together regroups instead
+  if (p.pass == ConvPass::backward_filter && r * co > (r + co) * P) {
+    g.regroup = true;
+    g.dy_sample = co * P;
+    g.group = std::clamp<int64_t>(max_elements / (g.cols_sample + g.dy_sample), 1, g.batch);
+    g.windows = conv_columns(p, g.group);
+    ConvPlan over_dy = p;  // dy as the input of a 1x1 unstrided convolution: its own column matrix
+    over_dy.x = p.y;
+    std::fill(over_dy.w.begin() + 2, over_dy.w.end(), 1);
+    std::fill(over_dy.stride.begin(), over_dy.stride.end(), 1);
+    std::fill(over_dy.pad.begin(), over_dy.pad.end(), 0);
+    std::fill(over_dy.dil.begin(), over_dy.dil.end(), 1);
+    g.dy_windows = conv_columns(over_dy, g.group);
+    return g;
+  }
   if (!strided) return g;  // 1x1, stride 1: x is its own column matrix
   g.columns = true;
-  g.cols_sample = r * P;
-  g.x_sample = reference::product(p.x, 1, p.x.size());
   g.group = std::min(g.group, std::clamp<int64_t>(max_elements / g.cols_sample, 1, g.batch));
-  ConvColumns& w = g.windows;
-  w.channels = p.x[1];
-  for (size_t d = 0; d < 3; ++d) {
-    const bool here = d < spatial;
-    w.in[d] = here ? p.x[2 + d] : 1;
-    w.out[d] = here ? p.y[2 + d] : 1;
-    w.k[d] = here ? p.w[2 + d] : 1;
-    w.stride[d] = here ? p.stride[d] : 1;
-    w.pad[d] = here ? p.pad[d] : 0;
-    w.dil[d] = here ? p.dil[d] : 1;
-  }
-  const int64_t most = std::max(g.group * g.cols_sample, g.group * g.x_sample);
-  w.narrow = most + std::max({w.pad[0], w.pad[1], w.pad[2]}) <= int64_t{UINT32_MAX};
+  g.windows = conv_columns(p, g.group);
   return g;
 }
 

@@ -27,7 +27,7 @@ struct DnnOptions {
   bool allow_tf32 = false;  // let f32 convolutions and matmuls use TF32 tensor cores (not bit-comparable)
   int64_t max_conv_batch = 0;  // at most this many samples per cuDNN convolution call (0: the whole batch, unless
                                // its workspace passes max_workspace_bytes; cudnn_conv.cc, batch chunks)
-  ConvGemm conv_gemm = ConvGemm::strided;  // the convolutions on cuBLAS (conv_gemm.cc) instead of cuDNN
+  ConvGemm conv_gemm = ConvGemm::one_by_one;  // the convolutions on cuBLAS (conv_gemm.cc) instead of cuDNN
 };
 
 // The cuDNN and cuBLAS handles, bound to the backend's compute stream (a cudaStream_t passed as void*).

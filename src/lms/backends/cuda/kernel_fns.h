@@ -626,29 +626,33 @@ struct ConvColumns {
 };
 
 // The column matrices of consecutive samples, one element per index j = (sample * rows + row) * out_plane + o:
-// x's element under window position `row` of output position `o`, or 0 in the padding. x points at the first
-// sample's.
+// x's element under window position `row` of output position `o`, or 0 in the padding, written at j, or with
+// `samples_inner` (backward-filter's regrouped gemm) at (row * samples + sample) * out_plane + o: the `samples`
+// samples' matrices side by side as one [rows, samples * out_plane]. x points at the first sample's.
 template <class T>
 struct Im2Col {
   const T* x;
   T* cols;
   ConvColumns g;
+  bool samples_inner = false;
+  int64_t samples = 1;  // with samples_inner: how many
   LMS_HD void operator()(int64_t j) const {
     const int64_t plane = g.out_plane(), line = g.quot(j, plane), o = j - line * plane;
     const int64_t n = g.quot(line, g.rows()), row = line - n * g.rows();
     const int64_t c = g.quot(row, g.volume()), kk = row - c * g.volume();
+    const int64_t to = samples_inner ? (row * samples + n) * plane + o : j;
     int64_t oc[3], kc[3], at = 0;
     g.coords(o, g.out, oc);
     g.coords(kk, g.k, kc);
     for (int d = 0; d < 3; ++d) {
       const int64_t i = oc[d] * g.stride[d] - g.pad[d] + kc[d] * g.dil[d];
       if (i < 0 || i >= g.in[d]) {
-        cols[j] = T(0);
+        cols[to] = T(0);
         return;
       }
       at = at * g.in[d] + i;
     }
-    cols[j] = x[(n * g.channels + c) * g.in_plane() + at];
+    cols[to] = x[(n * g.channels + c) * g.in_plane() + at];
   }
 };
 
