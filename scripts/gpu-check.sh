@@ -45,7 +45,11 @@ finish() {  # the summary table, and what comes back from the device machine
 build=build-gpu
 jobs=$(nproc)
 summary=()
-note() { summary+=("$1"); echo "== $1"; }
+note() {  # a line of the summary; the summary so far also goes to $OUT, in case the run is cut off
+  summary+=("$1")
+  echo "== $1"
+  [ -n "${OUT:-}" ] && printf '%s\n' "${summary[@]}" >"$OUT/summary.txt"
+}
 started=$(date +%s)
 elapsed() { echo $(( $(date +%s) - started ))s; }
 # The whole check stays under 8 minutes: a stage starts only with at least `need` seconds of the 450 left (each
@@ -131,7 +135,8 @@ if [ $mode = probe ]; then
     note "lms none b128: $(rate "$out/r50_none_b128.json") ($(elapsed))"
     tp=${GPU_CHECK_TP:-192}  # PyTorch plain's max batch at 16 GiB (192 on 2026-12-04)
     timeout 60 "$lms" train "${r50[@]}" --batch $(( 4 * tp )) --strategy auto --profile "$out/profile_r50.json" \
-      >"$out/r50_auto_b$(( 4 * tp )).json" 2>"$out/r50_auto_b$(( 4 * tp )).err"
+      --trace "$out/r50_auto_b$(( 4 * tp )).trace.json" >"$out/r50_auto_b$(( 4 * tp )).json" \
+      2>"$out/r50_auto_b$(( 4 * tp )).err"
     note "lms auto b$(( 4 * tp )): $(rate "$out/r50_auto_b$(( 4 * tp )).json") ($(elapsed))"
   fi
   finish
