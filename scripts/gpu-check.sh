@@ -211,8 +211,8 @@ profile=()
 
 # --- LMS resnet50 at 16 GiB: max batch per strategy, samples/s (auto plans with the measured profile) -------
 # In the order of the goals: auto's max batch, auto at PyTorch plain's max batch and at 4x it; then none at its max
-# batch and at 128 (beside PyTorch's 128), auto at 5x, none at 128 with fewer convolutions on cuBLAS
-# (--cuda-conv-gemm 1x1, off; with their node times at batch 64); then tflms.
+# batch and at 128 (beside PyTorch's 128); tflms's max batch, and tflms at 1x and 4x PyTorch's and at its own max;
+# auto at 5x; none at 128 with every convolution on cuDNN (--cuda-conv-gemm off; with its node times at batch 64).
 r50=(--model resnet50 --image 224 --device cuda --budget 16GiB)
 tp=${torch_plain:-0}
 strategy_args() { if [ "$1" = auto ]; then echo --strategy auto "${profile[@]}"; else echo --strategy "$1"; fi; }
@@ -250,17 +250,17 @@ train none "$(maxbatch_of none)"
 train none 128  # beside PyTorch's b128, plain and deterministic
 # auto at 5x PyTorch's max batch (its own max batch, 1262 on 2026-12-04, did not start within 75 s: planning and
 # pinning an 82 GB host arena), given longer
-train_limit=120 train auto $(( 5 * tp ))
-# --cuda-conv-gemm: the default (strided: 1x1 and strided convolutions on cuBLAS) against fewer on cuBLAS
-for v in 1x1 off; do
-  train none 128 _gemm$v --cuda-conv-gemm $v
-  have_time 30 && timeout 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
-    --copy-bytes 0 --cuda-conv-gemm $v -o "$out/profile_r50_gemm$v.json" >"$out/profile_r50_gemm$v.txt" 2>&1
-done
 maxbatch tflms
+train tflms "$tp"
 train tflms $(( 4 * tp ))
 train tflms "$(maxbatch_of tflms)"
-train tflms "$tp"
+# auto at 5x PyTorch's max batch (its own max batch, 1262 on 2026-12-04, did not start within 75 s: planning and
+# pinning an 82 GB host arena), given longer
+train_limit=120 train auto $(( 5 * tp ))
+# every convolution on cuDNN (--cuda-conv-gemm off), against the default (1x1 ones on cuBLAS), with node times
+train none 128 _gemmoff --cuda-conv-gemm off
+have_time 30 && timeout 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
+  --copy-bytes 0 --cuda-conv-gemm off -o "$out/profile_r50_gemmoff.json" >"$out/profile_r50_gemmoff.txt" 2>&1
 note "$(python3 - "$out" "$tp" <<'EOF'
 import glob, json, re, statistics, sys
 out, tp = sys.argv[1], int(sys.argv[2])
@@ -314,11 +314,11 @@ if ("none", 128) in rates and isinstance(plain.get("throughput", {}).get("128"),
     lines.append(f"  at b128: lms none {rates['none', 128]:.1f}/s = {rates['none', 128] / plain['throughput']['128']:.3f}"
                  f" x pytorch plain's" + (f", {rates['none', 128] / det:.3f} x its deterministic"
                                           if isinstance(det, (int, float)) else ""))
-for v in ("1x1", "off"):
+for v in ("off",):
     try:
         r = json.load(open(f"{out}/r50_none_gemm{v}_b128.json"))
         g = 128 / statistics.median(r["step_seconds"][1:])
-        base = f"; the default (strided) {rates['none', 128] / g:.3f} x that" if ("none", 128) in rates else ""
+        base = f"; the default (1x1) {rates['none', 128] / g:.3f} x that" if ("none", 128) in rates else ""
         p = json.load(open(f"{out}/profile_r50_gemm{v}.json"))
         d = json.load(open(f"{out}/profile_r50.json"))
         node = lambda q: sum(n["seconds"] for n in q["nodes"])
