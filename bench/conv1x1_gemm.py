@@ -2,8 +2,8 @@
 """How fast can a 1x1 convolution's three passes run as f32 gemms on this GPU, against cuDNN?
 
 What it is: a stand-alone PyTorch microbenchmark (nothing but torch) over the stride-1 1x1 convolutions of
-ResNet-50 at 224x224 (the shapes our engine's --cuda-gemm-1x1 runs on cuBLAS), in float32 with TF32 off. For
-each shape [N, Ci, P] -> [N, Co, P] (P = H*W, NCHW as our engine lays tensors out) it times, median of --reps
+ResNet-50 at 224x224 (shapes our engine runs on cuBLAS by default, --cuda-conv-gemm 1x1), in float32 with TF32 off.
+For each shape [N, Ci, P] -> [N, Co, P] (P = H*W, NCHW as our engine lays tensors out) it times, median of --reps
 runs each, with CUDA events:
     cudnn_det      cuDNN through PyTorch with cudnn.deterministic (the algorithm set our engine is limited to)
     cudnn          cuDNN through PyTorch's defaults (nondeterministic algorithms allowed: PyTorch plain)
@@ -17,9 +17,9 @@ runs each, with CUDA events:
                    then the sum of the N/c partials; c = N is one gemm over K = N*P and no sum
 The gemm variants count the copies and sums they need. TF32 is off, cudnn.benchmark off.
 
-How it runs: scripts/gpu-check.sh --probe calls it on the GPU machine:
+How it runs, on a GPU machine (it chose the formulations of backends/cuda/conv_gemm.cc; docs/results.md):
     python3 bench/conv1x1_gemm.py --batch 64 --json-out OUT.json
-and prints one line per shape and pass (milliseconds, TFLOP/s). `--cpu-smoke` runs every variant on the CPU at
+It prints one line per shape (milliseconds per pass and variant; TFLOP/s in the JSON). `--cpu-smoke` runs every variant on the CPU at
 a tiny batch and checks each against cuDNN's (here: PyTorch's CPU) result, for testing without a GPU.
 Exit status: 0 done, 2 bad options, 3 no CUDA device (without --cpu-smoke), 4 a variant computed a wrong result.
 """
