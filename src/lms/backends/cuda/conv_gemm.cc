@@ -1,16 +1,15 @@
-// Convolutions on cuBLAS (DnnOptions::conv_gemm, on by default; conv_plan.h GemmConvPlan for the layout): every
-// 1x1 unpadded one and every strided one, as strided-batched gemms over the samples with the weight shared (batch
-// stride 0). A strided convolution's gemms run on column matrices in the workspace (Im2Col of x for forward and
-// backward-filter; backward-data computes them and Col2Im sums them into dx); backward-filter's per-sample gemms
-// write partials, which SumPartials (kernel_fns.h) adds into dw in sample order, or, where a partial would be
-// larger than the sample's data, the samples are regrouped into one gemm per call (conv_plan.h). Deterministic (cuBLAS's gemms
-// are, with a fixed workspace; the sums run in a fixed order) though not cuDNN's bits. Why: on an H200,
-// cuDNN's deterministic algorithms ran resnet50's 1x1 convolutions at 5-14 TFLOP/s (backward-filter), 16-22
-// (backward-data) and about 31 (forward), its 1x1 stride-2 backward-data at 2.6, the stem's backward-filter at
-// 7.7 and the strided 3x3 ones at 14-30; the 1x1 gemms took resnet50's kernels at batch 64 from 92.8 to 74.1 ms
-// a step (docs/results.md). The workspace holds cuBLAS's workspace, the partials (backward-filter) and the
-// column matrices (strided), each from a kLibraryWorkspaceAlignment boundary; the partials and the columns take
-// at most DnnOptions::max_workspace_bytes each.
+// Convolutions on cuBLAS (DnnOptions::conv_gemm; conv_plan.h GemmConvPlan for the layout): by default every 1x1
+// unpadded one, with ConvGemm::strided also every strided one, as strided-batched gemms over the samples with the
+// weight shared (batch stride 0). A strided convolution's gemms run on column matrices in the workspace (Im2Col of
+// x for forward and backward-filter; backward-data computes them and Col2Im sums them into dx). Backward-filter's
+// per-sample gemms write partials, which SumPartials (kernel_fns.h) adds into dw in sample order, or, where a
+// partial would be larger than the sample's data, the samples are regrouped into one gemm per call. Deterministic
+// (cuBLAS's gemms are, with a fixed workspace; the sums run in a fixed order) though not cuDNN's bits. Why: on an
+// H200, cuDNN's deterministic algorithms ran resnet50's 1x1 convolutions at 5-14 TFLOP/s (backward-filter), 16-22
+// (backward-data) and about 31 (forward), its 1x1 stride-2 backward-data at 2.6; on cuBLAS resnet50 at batch 128
+// trained 1.26 times as fast (907.7 against 720.7 samples/s in one run, docs/results.md). The workspace holds cuBLAS's workspace, the partials, the column
+// matrices and (regrouped) dy, each from a kLibraryWorkspaceAlignment boundary; the partials and the columns (with
+// dy) take at most DnnOptions::max_workspace_bytes each.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -147,7 +146,8 @@ class GemmConvKernel final : public PreparedKernel {
 Result<PreparedPtr> build_gemm_conv(DnnContext& ctx, const KernelCall& call, const ConvPlan& plan,
                                     cudnnDataType_t t) {
   const int64_t element = t == CUDNN_DATA_DOUBLE ? 8 : 4;
-  const std::optional<GemmConvPlan> p = gemm_conv_plan(plan, ctx.opts.max_workspace_bytes / element, ctx.opts.conv_gemm);
+  const std::optional<GemmConvPlan> p =
+      gemm_conv_plan(plan, ctx.opts.max_workspace_bytes / element, ctx.opts.conv_gemm);
   if (!p) return PreparedPtr();
   auto k = std::make_unique<GemmConvKernel>(ctx, call, plan.pass, *p, t == CUDNN_DATA_DOUBLE);
   LMS_TRY_VOID(k->init());

@@ -95,7 +95,8 @@ inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
 
 // A convolution pass as cuBLAS strided-batched gemms, one per sample (conv_gemm.cc), for the ungrouped
 // convolutions with at most 3 spatial dimensions that DnnOptions::conv_gemm takes: every 1x1 unpadded one
-// (ConvGemm::one_by_one), and also every strided one (stride > 1 along some spatial dimension; ConvGemm::strided). With P the output's spatial size, R = Ci * the kernel's volume, and in cuBLAS's
+// (ConvGemm::one_by_one), and also every strided one (stride > 1 along some spatial dimension; ConvGemm::strided).
+// With P the output's spatial size, R = Ci * the kernel's volume, and in cuBLAS's
 // column-major terms (our row-major [R, C] is its [C, R]), each sample s is:
 //   forward          y^T = X^T w^T:  A = X [P, R], B = w [R, Co] (shared: batch stride 0), C = y [P, Co]
 //   backward_data    dX^T = dy^T w:  A = dy [P, Co], op(B) = B^T with B = w [R, Co] (shared), C = dX [P, R]
