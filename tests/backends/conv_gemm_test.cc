@@ -16,7 +16,7 @@
 
 #include "backends/op_cases.h"
 #include "lms/backends/cuda/conv_plan.h"
-#include "lms/backends/cuda/kernel_fns.h"
+#include "lms/backends/cuda/conv_gemm_fns.h"
 
 namespace lms {
 namespace {

@@ -19,7 +19,7 @@
 #include "lms/backends/cuda/conv_plan.h"
 #include "lms/backends/cuda/cuda_dnn_util.h"
 #include "lms/backends/cuda/cuda_launch.h"
-#include "lms/backends/cuda/kernel_fns.h"
+#include "lms/backends/cuda/conv_gemm_fns.h"
 
 namespace lms::cuda {
 

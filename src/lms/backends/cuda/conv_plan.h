@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lms/backends/cuda/kernel_fns.h"
+#include "lms/backends/cuda/conv_gemm_fns.h"
 #include "lms/backends/reference/kernel_util.h"
 #include "lms/runtime/backend.h"
 #include "lms/runtime/kernel.h"

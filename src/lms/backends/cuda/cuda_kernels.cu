@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "lms/backends/cuda/cuda_launch.h"
+#include "lms/backends/cuda/conv_gemm_fns.h"
 #include "lms/backends/cuda/kernel_fns.h"
 
 namespace lms::cuda {
