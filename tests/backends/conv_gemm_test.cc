@@ -2,7 +2,7 @@
 // without a GPU: each plan is executed by a plain column-major strided-batched gemm written here to cuBLAS's
 // documented semantics (C = op(A) op(B), each matrix at its leading dimension, sample t's operands at
 // t * stride, a stride of 0 sharing one matrix), one call per group of samples, with the GPU's element functions
-// (kernel_fns.h) for the rest: Im2Col and Col2Im for strided convolutions' column matrices, SumPartials adding
+// (conv_gemm_fns.h) for the rest: Im2Col and Col2Im for strided convolutions' column matrices, SumPartials adding
 // backward-filter's partials into dw. The results are compared with the reference's forward, backward-data and
 // backward-filter for 1x1 convolutions (1-, 2-, 3-D, a transposed one) and strided ones (1x1 and larger
 // kernels, padding, dilation, uneven strides, 1-, 2-, 3-D, transposed ones), with one sample per call up to the

@@ -2,14 +2,14 @@
 // unpadded one, with ConvGemm::strided also every strided one, as strided-batched gemms over the samples with the
 // weight shared (batch stride 0). A strided convolution's gemms run on column matrices in the workspace (Im2Col of
 // x for forward and backward-filter; backward-data computes them and Col2Im sums them into dx). Backward-filter's
-// per-sample gemms write partials, which SumPartials (kernel_fns.h) adds into dw in sample order, or, where a
+// per-sample gemms write partials, which SumPartials (conv_gemm_fns.h) adds into dw in sample order, or, where a
 // partial would be larger than the sample's data, the samples are regrouped into one gemm per call. Deterministic
 // (cuBLAS's gemms are, with a fixed workspace; the sums run in a fixed order) though not cuDNN's bits. Why: on an
 // H200, cuDNN's deterministic algorithms ran resnet50's 1x1 convolutions at 5-14 TFLOP/s (backward-filter), 16-22
 // (backward-data) and about 31 (forward), its 1x1 stride-2 backward-data at 2.6; on cuBLAS resnet50 at batch 128
-// trained 1.26 times as fast (907.7 against 720.7 samples/s in one run, docs/results.md). The workspace holds cuBLAS's workspace, the partials, the column
-// matrices and (regrouped) dy, each from a kLibraryWorkspaceAlignment boundary; the partials and the columns (with
-// dy) take at most DnnOptions::max_workspace_bytes each.
+// trained 1.26 times as fast (907.7 against 720.7 samples/s in one run, docs/results.md). The workspace holds
+// cuBLAS's workspace, the partials, the column matrices and (regrouped) dy, each from a kLibraryWorkspaceAlignment
+// boundary; the partials and the columns (with dy) take at most DnnOptions::max_workspace_bytes each.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
