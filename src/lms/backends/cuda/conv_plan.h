@@ -96,8 +96,8 @@ inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
 // A convolution pass as cuBLAS strided-batched gemms, one per sample (conv_gemm.cc), for the ungrouped
 // convolutions with at most 3 spatial dimensions that DnnOptions::conv_gemm takes: every 1x1 unpadded one
 // (ConvGemm::one_by_one), and also every strided one (stride > 1 along some spatial dimension; ConvGemm::strided).
-// With P the output's spatial size, R = Ci * the kernel's volume, and in cuBLAS's
-// column-major terms (our row-major [R, C] is its [C, R]), each sample s is:
+// With P the output's spatial size, R = Ci * the kernel's volume, and in cuBLAS's column-major terms (our
+// row-major [R, C] is its [C, R]), each sample s is:
 //   forward          y^T = X^T w^T:  A = X [P, R], B = w [R, Co] (shared: batch stride 0), C = y [P, Co]
 //   backward_data    dX^T = dy^T w:  A = dy [P, Co], op(B) = B^T with B = w [R, Co] (shared), C = dX [P, R]
 //   backward_filter  dw^T = X dy^T:  op(A) = A^T with A = X [P, R], B = dy [P, Co], C = partial [R, Co]
@@ -109,10 +109,9 @@ inline Result<ConvPlan> transpose_shapes(const KernelCall& call) {
 // when backward-filter `regroup`s instead: the group's X and dy side by side in the workspace as [R, group * P]
 // and [Co, group * P] (Im2Col with the samples inner), one gemm dw^T = X dy^T over K = group * P per call, each
 // call after the first adding into dw (beta = 1). That needs no partials and runs one large gemm instead of
-// many with K = P. Forward and
-// backward-data of a 1x1 stride-1 convolution write their output in one call over the whole batch. The weight
-// is shared with a batch stride of 0, which cuBLAS accepts (NVIDIA's MatX relies on it, MatX PR 473;
-// gemm_plan.h's matmul avoids it); CudaConvGemm checks it on a GPU.
+// many with K = P. Forward and backward-data of a 1x1 stride-1 convolution write their output in one call over
+// the whole batch. The weight is shared with a batch stride of 0, which cuBLAS accepts (NVIDIA's MatX relies on
+// it, MatX PR 473; gemm_plan.h's matmul avoids it); CudaConvGemm checks it on a GPU.
 struct GemmConvPlan {
   bool transpose_a = false, transpose_b = false;    // op(A) = A^T, op(B) = B^T
   int64_t m = 0, n = 0, k = 0;                       // C is m x n, the sum over k
