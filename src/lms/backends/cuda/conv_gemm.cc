@@ -118,7 +118,7 @@ class GemmConvKernel final : public PreparedKernel {
                           samples * p_.cols_sample, "Im2Col launch"));
       LMS_TRY_VOID(launch(Im2Col<T>{dy + first * p_.dy_sample, dys, p_.dy_windows, true, samples},
                           samples * p_.dy_sample, "Im2Col launch"));
-      const int k = LMS_TRY(to_int(samples * p_.spatial, "a gemm's reduction", op_));
+      const int k = static_cast<int>(samples * p_.spatial);  // within int: init() checked group * spatial
       LMS_TRY_VOID(cublas_ok(gemm(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, m_, n_, k, &one, cols, k, int64_t{0}, dys,
                                   k, int64_t{0}, first > 0 ? &one : &zero, static_cast<T*>(out_), ldc_, int64_t{0}, 1),
                              name, op_));

@@ -77,12 +77,8 @@ struct Col2Im {
           bool hit = true;
           for (int d = 0; d < 3 && hit; ++d) {
             const int64_t t = ic[d] + g.pad[d] - kc[d] * g.dil[d];  // o * stride when this window position holds it
-            if (t < 0) {
-              hit = false;
-              break;
-            }
-            o[d] = g.quot(t, g.stride[d]);
-            hit = o[d] * g.stride[d] == t && o[d] < g.out[d];
+            o[d] = t < 0 ? 0 : g.quot(t, g.stride[d]);
+            hit = t >= 0 && o[d] * g.stride[d] == t && o[d] < g.out[d];
           }
           if (!hit) continue;
           const int64_t row = line * g.volume() + (k0 * g.k[1] + k1) * g.k[2] + k2;  // (n*C + c)*K + k
