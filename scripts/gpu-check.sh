@@ -52,10 +52,15 @@ note() {  # a line of the summary; the summary so far also goes to $OUT, in case
 }
 started=$(date +%s)
 elapsed() { echo $(( $(date +%s) - started ))s; }
-# The whole check stays under 8 minutes: a stage starts only with at least `need` seconds of the 450 left (each
-# stage's own limit may carry it past that by a little).
-deadline=$(( started + 450 ))
+# The whole check stays under 8 minutes: every stage after the build has a time limit and starts only when that
+# much is left before the deadline (470 s after the start; packing the results takes a few seconds more).
+deadline=$(( started + 470 ))
 have_time() { [ $(( deadline - $(date +%s) )) -ge "$1" ]; }
+within() {  # seconds, command...: runs the command under that time limit if it can end by the deadline
+  local limit=$1
+  shift
+  have_time "$limit" && timeout "$limit" "$@"
+}
 
 # --- the build ---------------------------------------------------------------------------------------------
 prefix=$PWD/.gpu-deps/root
@@ -146,12 +151,12 @@ fi
 
 # --- resnet18 under a small budget: bit-identical losses --------------------------------------------------
 r18=(--model resnet18 --small-stem --image 32 --batch 64 --classes 10 --device cuda --steps 4 --seed 1 --json)
-[ $built = 1 ] && have_time 120 && timeout 60 "$lms" train "${r18[@]}" >"$out/r18_none.json" 2>"$out/r18_none.err"
+[ $built = 1 ] && within 60 "$lms" train "${r18[@]}" >"$out/r18_none.json" 2>"$out/r18_none.err"
 peak=$(python3 -c "import json;print(json.load(open('$out/r18_none.json'))['planned_peak_bytes'])" 2>/dev/null)
 if [ -n "$peak" ]; then
   small=$(( peak * 2 / 3 ))
   for s in tflms auto; do
-    timeout 60 "$lms" train "${r18[@]}" --strategy "$s" --budget "$small" >"$out/r18_$s.json" 2>"$out/r18_$s.err"
+    within 60 "$lms" train "${r18[@]}" --strategy "$s" --budget "$small" >"$out/r18_$s.json" 2>"$out/r18_$s.err"
   done
   note "$(python3 - "$out" <<'EOF'
 import json, sys
@@ -177,7 +182,7 @@ fi
 # --- PyTorch capped at 16 GiB (plain and save_on_cpu), copy bandwidth ---------------------------------------
 # save_on_cpu's search stops at batch 768, 48 GiB of host memory or 15 s: its pinned copies of every saved tensor
 # make each larger trial slow, and it is not what the goals compare with.
-have_time 100 && PYTHONUNBUFFERED=1 timeout 120 python3 bench/torch_capped.py --cap 16GiB --min-batch 32 \
+PYTHONUNBUFFERED=1 within 120 python3 bench/torch_capped.py --cap 16GiB --min-batch 32 \
   --max-batch 768 --host-cap 48GiB --max-seconds 15 --warmup 2 --steps 3 --copy-bandwidth --deterministic-too \
   --batches 128 \
   --json-out "$out/torch.json" >/dev/null 2>"$out/torch.err"
@@ -203,23 +208,24 @@ EOF
 if [ $built = 1 ]; then
 # --- lms profile: resnet50's node times at batch 64 on this GPU, and LMS's own copy rates (1 GiB swapped out ---
 # --- and in through the cuda backend's pinned host arena and copy streams); auto plans with them below ----------
-have_time 60 && timeout 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
+within 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
   --copy-bytes 1GiB -o "$out/profile_r50.json" >"$out/profile_r50.txt" 2>&1
 note "lms profile: $(python3 -c "import json;p=json.load(open('$out/profile_r50.json'));c=p['copies'];print(f\"resnet50 b64 step {p['step_seconds']:.4f} s; copies d2h {c['d2h_bytes_per_s']/1e9:.1f} GB/s, h2d {c['h2d_bytes_per_s']/1e9:.1f} GB/s (1 GiB, pinned host arena, copy streams)\")" 2>/dev/null || echo "FAILED ($(tail -1 "$out/profile_r50.txt"))") ($(elapsed))"
 profile=()
 [ -s "$out/profile_r50.json" ] && profile=(--profile "$out/profile_r50.json")
 
 # --- LMS resnet50 at 16 GiB: max batch per strategy, samples/s (auto plans with the measured profile) -------
-# In the order of the goals: auto's max batch, auto at PyTorch plain's max batch and at 4x it; then none at its max
-# batch and at 128 (beside PyTorch's 128); tflms's max batch, and tflms at 1x and 4x PyTorch's and at its own max;
-# auto at 5x; none at 128 with every convolution on cuDNN (--cuda-conv-gemm off; with its node times at batch 64).
+# In the order of the goals: auto's max batch, auto at PyTorch plain's max batch and at 4x it; then tflms's max
+# batch, and tflms at 1x and 4x PyTorch's and at its own max (the reference system beside auto); none at its max
+# batch and at 128 (beside PyTorch's 128); auto at 5x; none at 128 with every convolution on cuDNN
+# (--cuda-conv-gemm off; with its node times at batch 64). What the deadline leaves out is reported as not run.
 r50=(--model resnet50 --image 224 --device cuda --budget 16GiB)
 tp=${torch_plain:-0}
 strategy_args() { if [ "$1" = auto ]; then echo --strategy auto "${profile[@]}"; else echo --strategy "$1"; fi; }
 # train: every strategy's run also reports the step predicted before it (on h200-pcie5 with the measured profile)
 train_args() { if [ "$1" = auto ]; then strategy_args auto; else echo --strategy "$1" --device-model h200-pcie5 "${profile[@]}"; fi; }
 maxbatch() {
-  have_time 30 && timeout 60 "$lms" maxbatch "${r50[@]}" $(strategy_args "$1") --json >"$out/r50_maxbatch_$1.json" \
+  within 60 "$lms" maxbatch "${r50[@]}" $(strategy_args "$1") --json >"$out/r50_maxbatch_$1.json" \
     2>"$out/r50_maxbatch_$1.err"
 }
 maxbatch_of() { python3 -c "import json;print(json.load(open('$out/r50_maxbatch_$1.json'))['max_batch'])" 2>/dev/null; }
@@ -233,11 +239,12 @@ train() {  # strategy, batch[, file name suffix, more flags]: skipped when the b
   # auto's run at 4x writes a measured trace, and its plan's predicted trace goes beside it (to compare them node by
   # node in Perfetto)
   [ "$s" = auto ] && [ -z "$suffix" ] && [ "$b" = $(( 4 * tp )) ] && trace=(--trace "$name.trace.json")
-  # up to 75 s (train_limit): at the largest batches pinning the host arena (tens of GiB) alone takes a while
-  have_time 30 && timeout "${train_limit:-75}" "$lms" train "${r50[@]}" $(train_args "$s") --batch "$b" --steps 4 --json \
+  # up to 45 s up to batch 256, else 75 s (or train_limit): at the largest batches pinning the host arena (tens of
+  # GiB) alone takes a while
+  within "${train_limit:-$(( b <= 256 ? 45 : 75 ))}" "$lms" train "${r50[@]}" $(train_args "$s") --batch "$b" --steps 4 --json \
     "${trace[@]}" "$@" >"$name.json" 2>"$name.err"
-  if [ ${#trace[@]} -gt 0 ] && have_time 30; then
-    timeout 30 "$lms" plan "${r50[@]}" $(strategy_args "$s") --batch "$b" --trace "$name.predicted.json" \
+  if [ ${#trace[@]} -gt 0 ]; then
+    within 30 "$lms" plan "${r50[@]}" $(strategy_args "$s") --batch "$b" --trace "$name.predicted.json" \
       >"$name.plan.txt" 2>&1
   fi
   return 0
@@ -245,21 +252,19 @@ train() {  # strategy, batch[, file name suffix, more flags]: skipped when the b
 maxbatch auto
 train auto "$tp"
 train auto $(( 4 * tp ))
+maxbatch tflms
+train tflms "$tp"
+train tflms $(( 4 * tp ))
+train tflms "$(maxbatch_of tflms)"
 maxbatch none
 train none "$(maxbatch_of none)"
 train none 128  # beside PyTorch's b128, plain and deterministic
 # auto at 5x PyTorch's max batch (its own max batch, 1262 on 2026-12-04, did not start within 75 s: planning and
 # pinning an 82 GB host arena), given longer
-maxbatch tflms
-train tflms "$tp"
-train tflms $(( 4 * tp ))
-train tflms "$(maxbatch_of tflms)"
-# auto at 5x PyTorch's max batch (its own max batch, 1262 on 2026-12-04, did not start within 75 s: planning and
-# pinning an 82 GB host arena), given longer
 train_limit=120 train auto $(( 5 * tp ))
 # every convolution on cuDNN (--cuda-conv-gemm off), against the default (1x1 ones on cuBLAS), with node times
 train none 128 _gemmoff --cuda-conv-gemm off
-have_time 30 && timeout 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
+within 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
   --copy-bytes 0 --cuda-conv-gemm off -o "$out/profile_r50_gemmoff.json" >"$out/profile_r50_gemmoff.txt" 2>&1
 note "$(python3 - "$out" "$tp" <<'EOF'
 import glob, json, re, statistics, sys
@@ -298,6 +303,13 @@ for s in ("none", "tflms", "auto"):
             run += f" (predicted {b / r['predicted_step_seconds']:.1f}/s)"
         if r.get("peak_device_bytes"):
             run += f" peak {r['peak_device_bytes'] / 2**30:.2f} GiB"
+        if r.get("swap_out_bytes"):
+            run += (f", swapped {r.get('swapped_tensors')} ({r['swap_out_bytes'] / 2**30:.1f} GiB out,"
+                    f" {r.get('swap_in_bytes', 0) / 2**30:.1f} GiB in), recomputed {r.get('recomputed_tensors')}")
+        if r.get("tflms"):
+            t = r["tflms"]
+            run += (f", T={t['swapout_threshold']} A={t['swapin_ahead']} G={t['swapin_groupby']}"
+                    f" sync_mode={t['sync_mode']}")
         if "feed_seconds_median" in r:
             run += (f" (batch write {r['feed_seconds_median'] * 1e3:.1f} ms{', pinned' if r.get('batch_pinned') else ''};"
                     f" planned in {r['plan_seconds']:.1f} s,"
