@@ -10,7 +10,9 @@
 # which also measures PyTorch's pinned copy bandwidth each way), (5) profiles resnet50 at batch 64 (node times;
 # LMS's own copy rates through its pinned host arena and copy streams), (6) benchmarks resnet50 224x224 f32
 # training at a 16 GiB budget: max batch and samples/s per strategy (auto planning with that profile), auto first
-# and at PyTorch plain's max batch and 4x it (the goals), and (7) runs the rest of the test suite in the time left.
+# and at PyTorch plain's max batch and 4x it (the goals), then tflms and none, (7) profiles resnet50 without a budget
+# at 4x PyTorch's max batch (which cuDNN algorithm or gemm layout each node gets at that batch, the slowest nodes
+# in the table), and (8) runs the rest of the test suite in the time left.
 # Auto's run at 4x writes a measured trace beside the predicted one (lms plan --trace). Full results go to
 # gpu-check-out/ and, packed, to $OUT (at most 8 files come back from a device run: summary.txt, gpu-tests.log,
 # tests.log, results.tgz); a short table is printed last. Each stage has a time limit so the whole stays under
@@ -20,7 +22,7 @@
 # `scripts/gpu-check.sh --probe` is a shorter check of the default configuration after a change (about 4
 # minutes with the build): the GPU tests of the convolutions, the own kernels and training, resnet50's node times
 # at batch 64, and samples/s of none at batch 128 and of auto at 4x PyTorch plain's max batch (GPU_CHECK_TP, 192
-# by default), each beside its prediction.
+# by default), each beside its prediction, and the profile at that batch with each node's kernel.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=full
@@ -108,6 +110,21 @@ else
   note "build: FAILED ($(elapsed)); see build.log: $(grep -m1 -E 'error|Error' "$out/build.log" | cut -c1-200)"
 fi
 lms=$build/bin/lms
+# resnet50 profiled at batch $1 without a budget (about 60 GiB at 768), within $2 seconds: the kernel each node gets
+# at that batch (the cuDNN algorithm, batch chunks, the gemm layout; docs/cli.md `lms profile`), its 5 slowest
+# nodes in the table
+kernels_at() {
+  local txt=$out/profile_r50_b$1.txt
+  if ! have_time "$2"; then
+    note "lms profile resnet50 b$1: not run (no time left)"
+  elif timeout "$2" "$lms" profile --device cuda --model resnet50 --image 224 --batch "$1" --steps 2 \
+      --copy-bytes 0 --slowest 20 -o "$out/profile_r50_b$1.json" >"$txt" 2>&1; then
+    note "lms profile resnet50 b$1 (node times, kernels): $(head -1 "$txt" | cut -c1-100); slowest:
+$(grep -A5 '^slowest' "$txt" | tail -n +2 | cut -c1-230) ($(elapsed))"
+  else
+    note "lms profile resnet50 b$1: FAILED ($(tail -1 "$txt" | cut -c1-200)) ($(elapsed))"
+  fi
+}
 
 # --- tests: first those that use the GPU; the rest of the suite runs last, in the time left ------------------
 gpu_tests='Cuda|AutoTraining|TflmsTraining'
@@ -143,6 +160,7 @@ if [ $mode = probe ]; then
       --trace "$out/r50_auto_b$(( 4 * tp )).trace.json" >"$out/r50_auto_b$(( 4 * tp )).json" \
       2>"$out/r50_auto_b$(( 4 * tp )).err"
     note "lms auto b$(( 4 * tp )): $(rate "$out/r50_auto_b$(( 4 * tp )).json") ($(elapsed))"
+    kernels_at $(( 4 * tp )) 60
   fi
   finish
   exit 0
@@ -355,7 +373,7 @@ if tp:
 print("\n".join(lines))
 EOF
 ) ($(elapsed))"
-
+[ "$tp" -gt 0 ] && kernels_at $(( 4 * tp )) 45
 fi
 
 # --- the rest of the test suite, in the time left -----------------------------------------------------------

@@ -55,8 +55,14 @@ TEST_P(CpuOps, MatchesReference) {
   ReferenceBackend reference;
   CpuBackend cpu;
   std::vector<HostTensor> want = run_case(c, reference, kSeed);
-  std::vector<HostTensor> got = run_case(c, cpu, kSeed);
+  std::string kernel;
+  std::vector<HostTensor> got = run_case(c, cpu, kSeed, &kernel);
   EXPECT_EQ(cpu.dnnl_nodes(), c.fast_nodes) << c.name << ": nodes not run by the reference kernel";
+  // lms profile's "kernel": oneDNN's primitives and the backend's own loops, or the reference kernel
+  if (c.fast_nodes > 0)
+    EXPECT_TRUE(!kernel.empty() && kernel != "reference kernel") << c.name << ": " << kernel;
+  else
+    EXPECT_EQ(kernel, "reference kernel") << c.name;
   expect_match(c, "(executor)", got, want, c.tolerance);
   // The same case again on a fresh cpu backend: bit-identical (LMS requires repeatable runs).
   CpuBackend again;

@@ -201,13 +201,14 @@ TEST(CudaOwnKernelsOnHost, TooSmallWorkspaceIsAnError) {
 }
 
 // `c` on a cuda backend made with `o`, against `want` (the reference's) within cuda_tolerance, then again on a
-// fresh backend with `o`: bit-identical (deterministic algorithms only).
+// fresh backend with `o`: bit-identical (deterministic algorithms only). `kernel`, when given, receives the
+// node's kernel_description.
 void expect_cuda_matches(const OpCase& c, const BackendOptions& o, const std::vector<HostTensor>& want,
-                         const std::string& how, uint64_t seed) {
+                         const std::string& how, uint64_t seed, std::string* kernel = nullptr) {
   auto first = make_backend("cuda", o), again = make_backend("cuda", o);
   ASSERT_TRUE(first.has_value()) << first.error().str();
   ASSERT_TRUE(again.has_value()) << again.error().str();
-  std::vector<HostTensor> got = run_case(c, **first, seed);
+  std::vector<HostTensor> got = run_case(c, **first, seed, kernel);
   expect_match(c, how, got, want, cuda_tolerance(c));
   std::vector<HostTensor> repeat = run_case(c, **again, seed);
   ASSERT_EQ(repeat.size(), got.size());
@@ -222,7 +223,9 @@ TEST_P(CudaOps, MatchesReference) {
   const OpCase& c = GetParam();
   constexpr uint64_t kSeed = 17;
   ReferenceBackend reference;
-  expect_cuda_matches(c, BackendOptions{}, run_case(c, reference, kSeed), "(cuda executor)", kSeed);
+  std::string kernel;
+  expect_cuda_matches(c, BackendOptions{}, run_case(c, reference, kSeed), "(cuda executor)", kSeed, &kernel);
+  EXPECT_FALSE(kernel.empty()) << c.name << ": every node says how it runs (lms profile's \"kernel\")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaOps, ::testing::ValuesIn(all_cases()), test_name);
@@ -242,10 +245,10 @@ std::vector<OpCase> batch5_conv_cases() {
   return out;
 }
 
-// Convolutions in batch chunks (cudnn_conv.cc, Note [Convolutions in batch chunks]), forced by
+// Convolutions in batch chunks on cuDNN (cudnn_conv.cc, Note [Convolutions in batch chunks]), forced by
 // BackendOptions::max_conv_batch: 1 sample per call (5 calls), and 2 (two calls of 2 and a last call of 1 with
 // its own descriptors), each against the reference within the table's tolerance; backward-filter sums the
-// chunks' gradients into dw.
+// chunks' gradients into dw. The node's kernel_description counts the calls.
 class CudaConvChunks : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(CudaConvChunks, MatchReference) {
@@ -257,10 +260,14 @@ TEST_P(CudaConvChunks, MatchReference) {
   for (int64_t most : {1, 2}) {
     BackendOptions o;
     o.max_conv_batch = most;
+    o.conv_gemm = ConvGemm::off;  // every convolution on cuDNN (its 1x1 ones would otherwise run on cuBLAS)
     auto chunked = make_backend("cuda", o);
     ASSERT_TRUE(chunked.has_value()) << chunked.error().str();
-    expect_match(c, "(cuda, at most " + std::to_string(most) + " samples per call)", run_case(c, **chunked, kSeed),
-                 want, cuda_tolerance(c));
+    std::string kernel;
+    expect_match(c, "(cuda, at most " + std::to_string(most) + " samples per call)",
+                 run_case(c, **chunked, kSeed, &kernel), want, cuda_tolerance(c));
+    const std::string calls = most == 1 ? "5 calls of 1 sample: cuDNN " : "2 calls of 2 samples and one of 1: cuDNN ";
+    EXPECT_TRUE(kernel.starts_with(calls)) << c.name << ": " << kernel;
   }
 }
 
@@ -339,13 +346,18 @@ TEST_P(CudaConvGemm, MatchesTheReference) {
     BackendOptions o;
     o.conv_gemm = ConvGemm::strided;
     o.max_workspace_bytes = limit;
-    expect_cuda_matches(c, o, want, "(cuBLAS gemms, workspace limit " + std::to_string(limit) + ")", kSeed);
+    std::string kernel;
+    expect_cuda_matches(c, o, want, "(cuBLAS gemms, workspace limit " + std::to_string(limit) + ")", kSeed,
+                        &kernel);
+    EXPECT_TRUE(kernel.starts_with("cuBLAS ")) << c.name << ": " << kernel;
   }
   BackendOptions on_cudnn;  // the same convolution with conv_gemm off: cuDNN's
   on_cudnn.conv_gemm = ConvGemm::off;
   auto cudnn = make_backend("cuda", on_cudnn);
   ASSERT_TRUE(cudnn.has_value()) << cudnn.error().str();
-  expect_match(c, "(cuDNN)", run_case(c, **cudnn, kSeed), want, cuda_tolerance(c));
+  std::string kernel;
+  expect_match(c, "(cuDNN)", run_case(c, **cudnn, kSeed, &kernel), want, cuda_tolerance(c));
+  EXPECT_TRUE(kernel.starts_with("cuDNN ")) << c.name << ": " << kernel;
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaConvGemm, ::testing::ValuesIn(gemm_cases()), test_name);

@@ -291,8 +291,10 @@ inline std::vector<HostTensor> inputs_of(const OpCase& c, uint64_t seed) {
 }
 
 // Runs one case as a one-node Program on `backend` (compiled with its workspaces) with inputs drawn from
-// `seed`; returns the outputs (empty after a failure, which it reports).
-inline std::vector<HostTensor> run_case(const OpCase& c, Backend& backend, uint64_t seed) {
+// `seed`; returns the outputs (empty after a failure, which it reports). `kernel`, when given, receives the
+// backend's kernel_description of the case's node.
+inline std::vector<HostTensor> run_case(const OpCase& c, Backend& backend, uint64_t seed,
+                                        std::string* kernel = nullptr) {
   Graph g(c.name);
   Builder b(g);
   std::vector<ValueId> inputs;
@@ -315,6 +317,11 @@ inline std::vector<HostTensor> run_case(const OpCase& c, Backend& backend, uint6
   auto r = ex->step(feeds);
   EXPECT_TRUE(r.has_value()) << c.name << ": " << r.error().str();
   if (!r) return {};
+  if (kernel) {
+    const Graph& pg = program->graph();
+    for (NodeId n : pg.node_ids())
+      if (pg.node(n).op == c.op) *kernel = backend.kernel_description(n);
+  }
   return std::move(r->outputs);
 }
 

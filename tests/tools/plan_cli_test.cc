@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -181,6 +184,66 @@ TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {
   expect_one_error_line(run_lms("profile --model mlp --device reference"), "output", "no -o");
   expect_one_error_line(run_lms("profile --model mlp --device reference --copy-bytes 2 -o " + bad), "--copy-bytes",
                         "copy tensor too small");
+  expect_one_error_line(run_lms("profile --model mlp --device reference --slowest -1 -o " + bad), "--slowest",
+                        "negative --slowest");
+}
+
+// `lms profile` lists the slowest nodes on stdout, slowest first, each with its share of the nodes' time; a
+// backend that chooses how a node runs says so in the node's "kernel" (the cpu backend: oneDNN's primitives and
+// their implementations, its own loops, the reference kernel where it falls back), the reference backend not.
+TEST(ProfileCommand, ListsTheSlowestNodesAndTheirKernels) {
+  const std::string path = (testing::temp_dir() / "kernels_profile.json").string();
+  auto r = run_lms("profile --model mlp --device reference --steps 1 --warmup 0 --copy-bytes 0 --slowest 3 -o " +
+                   path);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(testing::slurp(path), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  std::vector<double> times;
+  for (const auto& n : j["nodes"]) {
+    EXPECT_FALSE(n.contains("kernel")) << n.dump();
+    times.push_back(n["seconds"].get<double>());
+  }
+  std::ranges::sort(times, std::greater<>());
+  const size_t at = r.out.find("slowest 3 of " + std::to_string(times.size()) + " nodes");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::istringstream listed(r.out.substr(at));
+  std::string line;
+  std::getline(listed, line);  // the heading
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(std::getline(listed, line)) << r.out;
+    double ms = 0;
+    std::istringstream(line) >> ms;
+    EXPECT_NEAR(ms, times[i] * 1e3, 5e-4) << line;  // printed to the microsecond
+  }
+  EXPECT_FALSE(std::getline(listed, line)) << "more than 3 nodes listed: " << r.out;
+#ifdef LMS_HAVE_CPU_BACKEND
+  r = run_lms("profile --model resnet18 --small-stem --image 8 --batch 2 --classes 2 --device cpu --steps 1 "
+              "--warmup 0 --copy-bytes 0 -o " + path);
+  ASSERT_EQ(r.status, 0) << r.err;
+  j = nlohmann::json::parse(testing::slurp(path), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  int convolutions = 0;
+  const nlohmann::json* slowest = nullptr;
+  for (const auto& n : j["nodes"]) {
+    if (!slowest || n["seconds"].get<double>() > (*slowest)["seconds"].get<double>()) slowest = &n;
+    ASSERT_TRUE(n.contains("kernel")) << n.dump();
+    const std::string kernel = n["kernel"].get<std::string>(), op = n["op"].get<std::string>();
+    if (op.starts_with("conv")) {
+      ++convolutions;
+      EXPECT_NE(kernel.find("convolution "), std::string::npos) << n.dump();
+    }
+    if (op == "relu") {
+      EXPECT_NE(kernel.find("eltwise "), std::string::npos) << n.dump();
+    }
+  }
+  // 20 convolutions, each with its weight gradient, and all but the stem with its data gradient
+  EXPECT_EQ(convolutions, 20 + 20 + 19);
+  ASSERT_NE(slowest, nullptr);
+  EXPECT_NE(r.out.find((*slowest)["name"].get<std::string>() + " (" + (*slowest)["op"].get<std::string>() +
+                       "): " + (*slowest)["kernel"].get<std::string>()),
+            std::string::npos)
+      << r.out;
+#endif
 }
 
 // A profile's copy rates replace the device model's link rates: the same tflms plan (it swaps) predicted with a

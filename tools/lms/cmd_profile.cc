@@ -32,6 +32,7 @@ struct ProfileCmd {
   std::string copy_bytes = "256MiB";  // --copy-bytes: the tensor the copy rates are measured with; 0: none
   bool tf32 = false;                  // --tf32: cuda's f32 convolutions and matmuls on TF32 tensor cores
   CudaFlags cuda;                     // --cuda-workspace, --cuda-conv-gemm
+  int slowest = 10;                   // --slowest: nodes listed on stdout, slowest first (0: none)
 };
 
 double median(std::vector<double> v) {
@@ -91,6 +92,7 @@ Result<nlohmann::ordered_json> copy_rates(const ProfileCmd& c, int64_t bytes) {
 Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
   if (c.steps < 1) return fail("--steps must be >= 1, got {}", c.steps);
   if (c.warmup < 0) return fail("--warmup must be >= 0, got {}", c.warmup);
+  if (c.slowest < 0) return fail("--slowest must be >= 0, got {}", c.slowest);
   auto copy_bytes = parse_size(c.copy_bytes);
   if (!copy_bytes) return wrap("--copy-bytes", copy_bytes.error());
   Graph g = LMS_TRY(training_graph(c.plan, c.plan.model));
@@ -132,10 +134,36 @@ Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
                      {"flops", cost.flops},
                      {"bytes_read", cost.bytes_read},
                      {"bytes_written", cost.bytes_written}});
+    if (std::string k = backend->kernel_description(n); !k.empty()) nodes.back()["kernel"] = std::move(k);
   }
   j["nodes"] = std::move(nodes);
   if (*copy_bytes > 0) j["copies"] = LMS_TRY(copy_rates(c, *copy_bytes));
   return j;
+}
+
+// The `count` slowest nodes, slowest first: median time, share of the nodes' total, name, op and kernel.
+void print_slowest(const nlohmann::ordered_json& j, int count) {
+  std::vector<const nlohmann::ordered_json*> nodes;  // into j["nodes"]
+  double total = 0;
+  for (const auto& n : j["nodes"]) {
+    nodes.push_back(&n);
+    total += n["seconds"].get<double>();
+  }
+  const auto shown = static_cast<size_t>(std::clamp<int64_t>(count, 0, static_cast<int64_t>(nodes.size())));
+  if (shown == 0) return;
+  // stable: equal times keep the graph's order
+  using Node = const nlohmann::ordered_json*;
+  std::stable_sort(nodes.begin(), nodes.end(), [](Node a, Node b) {
+    return (*a)["seconds"].get<double>() > (*b)["seconds"].get<double>();
+  });
+  fmt::print("slowest {} of {} nodes (median ms, share of all nodes' time):\n", shown, nodes.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const auto& n = *nodes[i];
+    const double s = n["seconds"].get<double>();
+    fmt::print("  {:9.3f} {:5.1f}%  {} ({}){}\n", s * 1e3, total > 0 ? 100 * s / total : 0.0,
+               n["name"].get<std::string>(), n["op"].get<std::string>(),
+               n.contains("kernel") ? ": " + n["kernel"].get<std::string>() : std::string());
+  }
 }
 
 int run(const ProfileCmd& c) {
@@ -152,6 +180,7 @@ int run(const ProfileCmd& c) {
                format_bytes((*j)["copies"]["bytes"].get<int64_t>()),
                (*j)["copies"]["d2h_bytes_per_s"].get<double>() / 1e9,
                (*j)["copies"]["h2d_bytes_per_s"].get<double>() / 1e9);
+  print_slowest(*j, c.slowest);
   return kExitOk;
 }
 
@@ -207,6 +236,9 @@ void add_profile_command(CLI::App& root, int& exit_code) {
   add_cuda_options(sub, c->cuda);
   sub->add_option("--steps", c->steps, "Measured steps (each node's median is written)")->capture_default_str();
   sub->add_option("--warmup", c->warmup, "Steps run first and not measured")->capture_default_str();
+  sub->add_option("--slowest", c->slowest,
+                  "List this many of the slowest nodes, with the kernel each runs (0: none)")
+      ->capture_default_str();
   sub->add_option("-o,--output", c->output, "The profile (JSON) to write")->required();
   sub->callback([c, &exit_code] { exit_code = run(*c); });
 }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -80,6 +81,11 @@ class Backend {
   // offsets; its outputs go there too. Source ops: inputs and persistent values are written by the executor
   // (copy_to_device); constants are filled by the backend.
   virtual Result<void> run(const Program& program, NodeId n) = 0;
+
+  // How node `n` of the prepared program runs, in a few words, for `lms profile`: the library, primitive or
+  // algorithm the backend chose (cuda: cuDNN's algorithm and workspace, batch chunks, a cuBLAS gemm layout; cpu:
+  // oneDNN's implementation). Empty when the backend has nothing to say (sources, copies, the reference backend).
+  virtual std::string kernel_description(NodeId /*n*/) const { return {}; }
 
   // Events: `record` marks the point after everything enqueued so far on `stream`; `wait` makes later work
   // on `stream` start only after that point is reached.

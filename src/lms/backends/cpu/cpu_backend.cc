@@ -105,6 +105,11 @@ Result<void> CpuBackend::prepare(const Program& program) {
   return {};
 }
 
+std::string CpuBackend::kernel_description(NodeId n) const {
+  if (!prepared_ || n.v >= kernels_.size() || prepared_->graph().def(n).traits.source) return {};
+  return kernels_[n.v] ? kernels_[n.v]->describe() : "reference kernel";
+}
+
 int64_t CpuBackend::dnnl_nodes() const {
   return std::ranges::count_if(kernels_, [](const auto& k) { return k != nullptr; });
 }

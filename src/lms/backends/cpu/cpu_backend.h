@@ -39,6 +39,7 @@ class CpuBackend final : public Backend {
   Result<std::vector<int64_t>> workspace_bytes(const Graph& scheduled) override;
   Result<void> prepare(const Program& program) override;
   Result<void> run(const Program& program, NodeId n) override;
+  std::string kernel_description(NodeId n) const override;
   Result<void> record(EventId e, StreamId stream) override;
   Result<void> wait(StreamId stream, EventId e) override;
   Result<void> copy_to_device(int64_t offset, const void* src, int64_t bytes) override;

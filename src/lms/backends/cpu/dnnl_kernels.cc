@@ -9,6 +9,9 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
 #include "lms/backends/cpu/dnnl_util.h"
 #include "lms/ops/op.h"
 
@@ -116,6 +119,28 @@ Result<void> CpuKernel::run() {
   } catch (const dnnl::error& e) {
     return fail("cpu backend: oneDNN primitive failed: {}", e.what());
   }
+}
+
+std::string CpuKernel::describe() const {
+  std::string s;
+  for (const Step& step : steps_) {
+    if (!s.empty()) s += ", ";
+    if (step.loop) {
+      s += "own loop";
+      continue;
+    }
+    const char* impl = nullptr;
+    const char* kind = "primitive";
+    try {
+      kind = dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(step.prim.get_kind()));
+      if (dnnl_primitive_desc_query(step.prim.get_primitive_desc(), dnnl_query_impl_info_str, 0, &impl) !=
+          dnnl_success)
+        impl = nullptr;
+    } catch (const dnnl::error&) {  // a primitive built without errors answers both; say so if one does not
+    }
+    s += fmt::format("{} {}", kind, impl ? impl : "(implementation unknown)");
+  }
+  return s;
 }
 
 dnnl::primitive_attr user_scratchpad() {

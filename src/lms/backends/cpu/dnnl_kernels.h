@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "lms/runtime/kernel.h"
 #include "lms/support/error.h"
@@ -36,6 +37,9 @@ class DnnlKernel {
   virtual Result<void> run() = 0;
   // Bytes of this kernel's workspace (oneDNN scratchpads and own temporaries; see dnnl_workspace_bytes).
   virtual int64_t scratchpad_bytes() const = 0;
+  // Its steps in order, for `lms profile`: each oneDNN primitive's kind and implementation (e.g. "convolution
+  // brg:avx512_core"), "own loop" for each of the kernel's own loops.
+  virtual std::string describe() const = 0;
 };
 
 // A prepared kernel for `call` (buffers as they will be at run time), or nullptr when this backend does not

@@ -73,6 +73,7 @@ class CpuKernel final : public DnnlKernel {
 
   Result<void> run() override;
   int64_t scratchpad_bytes() const override { return workspace_needed(); }
+  std::string describe() const override;
 
  private:
   struct Step {

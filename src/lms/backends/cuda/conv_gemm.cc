@@ -14,7 +14,10 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <string_view>
+
+#include <fmt/format.h>
 
 #include "lms/backends/cuda/conv_plan.h"
 #include "lms/backends/cuda/cuda_dnn_util.h"
@@ -55,6 +58,17 @@ class GemmConvKernel final : public PreparedKernel {
     const int64_t end = dy_at_ + (p_.regroup ? p_.group * p_.dy_sample * element : 0);
     workspace_needed_ = end + kLibraryWorkspaceAlignment;  // room to align the start
     return {};
+  }
+
+  // e.g. "cuBLAS strided-batched gemms, 64 samples per call, column matrices (Im2Col)"
+  std::string describe() const override {
+    std::string s = p_.regroup ? fmt::format("cuBLAS gemm, regrouped: {} samples per call, one gemm over K = samples x {}",
+                                             p_.group, p_.spatial)
+                               : fmt::format("cuBLAS strided-batched gemms, {} samples per call", p_.group);
+    if (gathers_) s += ", column matrices (Im2Col)";
+    if (scatters_) s += ", column matrices summed into dx (Col2Im)";
+    if (sums_) s += ", per-sample partials summed in order";
+    return s;
   }
 
   Result<void> run() override {

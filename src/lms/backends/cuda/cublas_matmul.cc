@@ -6,6 +6,9 @@
 // so cuBLAS's kernel choice, which may depend on it, is too. Precondition: the call passed the op's shape rule
 // (the geometry is rechecked here as the reference checks it).
 #include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "lms/backends/cuda/cuda_dnn_util.h"
 #include "lms/backends/cuda/gemm_plan.h"
@@ -46,6 +49,11 @@ class MatmulKernel final : public PreparedKernel {
     cublas_workspace_bytes_ = ctx_.opts.cublas_workspace_bytes;
     workspace_needed_ = cublas_workspace_bytes_ + kLibraryWorkspaceAlignment;
     return {};
+  }
+
+  std::string describe() const override {
+    return fmt::format("cuBLAS strided-batched gemm{}, {} x {} x {}, batch {}", calls_ == 1 ? "" : "s", m_, n_, k_,
+                       batch_);
   }
 
   Result<void> run() override {

@@ -296,6 +296,13 @@ Result<void> CudaBackend::run(const Program& program, NodeId n) {
   return {};
 }
 
+std::string CudaBackend::kernel_description(NodeId n) const {
+  const Impl& m = *impl_;
+  if (!m.prepared || n.v >= m.dnn_kernels.size()) return {};
+  if (m.own_kernels[n.v]) return "own kernel";
+  return m.dnn_kernels[n.v] ? m.dnn_kernels[n.v]->describe() : std::string();
+}
+
 Result<void> CudaBackend::record(EventId e, StreamId stream) {
   Impl& m = *impl_;
   if (static_cast<int>(stream) >= kNumStreams) return fail("cuda backend: no stream {}", static_cast<int>(stream));

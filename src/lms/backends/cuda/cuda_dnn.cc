@@ -56,6 +56,8 @@ class ZeroFillKernel final : public PreparedKernel {
       if (r.type->bytes() > 0) fills_.emplace_back(r.data, static_cast<size_t>(r.type->bytes()));
   }
 
+  std::string describe() const override { return "zero fill (an empty reduction)"; }
+
   Result<void> run() override {
     for (const auto& [data, bytes] : fills_)
       LMS_TRY_VOID(cuda_ok(cudaMemsetAsync(data, 0, bytes, ctx_.stream), "cudaMemsetAsync", op_));

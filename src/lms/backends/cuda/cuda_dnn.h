@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "lms/runtime/backend.h"
 #include "lms/runtime/kernel.h"
@@ -44,6 +45,8 @@ class DnnKernel {
   virtual ~DnnKernel() = default;
   // Enqueues the node on the context's compute stream (asynchronous; errors are launch/setup errors).
   virtual Result<void> run() = 0;
+  // How it runs, for Backend::kernel_description (empty: nothing to say beyond the op).
+  virtual std::string describe() const { return {}; }
 };
 
 // A prepared kernel for `call` (buffers as they will be at run time), or nullptr when the op is not one of

@@ -6,6 +6,7 @@
 // Note [Convolutions in batch chunks] and Note [Batch chunks for the listed-first algorithm].
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,24 @@ std::optional<cudnnMathType_t> run_math(cudnnMathType_t m, cudnnDataType_t t, bo
   }
   return m;  // f32 with TF32 allowed; f64, whose tensor-core kernels (DMMA) are full f64 precision
 }
+
+// cuDNN's name of a pass's algorithm (its enum's constant without the common prefix).
+std::string algo_name(ConvPass pass, int algo) {
+  static constexpr std::string_view kForward[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                                  "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static constexpr std::string_view kData[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
+                                               "WINOGRAD_NONFUSED"};
+  static constexpr std::string_view kFilter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
+                                                 "WINOGRAD_NONFUSED", "FFT_TILING"};
+  using Names = std::span<const std::string_view>;
+  const Names names = pass == ConvPass::forward         ? Names(kForward)
+                      : pass == ConvPass::backward_data ? Names(kData)
+                                                        : Names(kFilter);
+  return algo >= 0 && static_cast<size_t>(algo) < names.size() ? std::string(names[static_cast<size_t>(algo)])
+                                                                : fmt::format("algorithm {}", algo);
+}
+
+std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
 
 // The math mode the descriptor has while the heuristics rank algorithms (see the Note).
 cudnnMathType_t initial_math(cudnnDataType_t t, bool allow_tf32) {
@@ -129,6 +148,20 @@ class ConvKernel final : public PreparedKernel {
 
   Result<void> run() override { return run_on(a_, b_, out_, false); }
 
+  // e.g. "cuDNN backward-filter ALGO_1, FMA math, workspace 12.0 MiB (listed before it: WINOGRAD_NONFUSED:
+  // workspace 900.0 MiB)": the algorithm running, and why the heuristics' earlier ones are not.
+  std::string describe() const override {
+    static constexpr std::string_view kPass[] = {"forward", "backward-data", "backward-filter"};
+    const Candidate& c = candidates_[running_];
+    std::string s = fmt::format("cuDNN {} {}, {} math, workspace {}", kPass[static_cast<int>(pass_)],
+                                algo_name(pass_, c.algo),
+                                c.math == CUDNN_FMA_MATH ? "FMA" : c.math == CUDNN_DEFAULT_MATH ? "default" : "tensor-op",
+                                mib(c.bytes));
+    if (!passed_over_.empty()) s += fmt::format(" (listed before it:{})", passed_over_);
+    if (running_ > 0) s += fmt::format(" (after {} refused to run)", algo_name(pass_, candidates_.front().algo));
+    return s;
+  }
+
   // The algorithm the node runs, and the first one the heuristics list that would be a candidate but for its
   // workspace (-1: none; Note [Batch chunks for the listed-first algorithm]).
   int chosen() const { return candidates_.front().algo; }
@@ -193,15 +226,16 @@ class ConvKernel final : public PreparedKernel {
     for (const Perf& p : perfs) {
       const int algo = static_cast<int>(p.algo);
       if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) {
-        why += fmt::format(" {}: {};", algo, p.status != CUDNN_STATUS_SUCCESS ? "not supported" : "nondeterministic");
+        why += fmt::format(" {}: {};", algo_name(pass_, algo),
+                           p.status != CUDNN_STATUS_SUCCESS ? "not supported" : "nondeterministic");
         continue;
       }
       const std::optional<cudnnMathType_t> math = run_math(p.mathType, dtype_, ctx_.opts.allow_tf32);
       if (math && static_cast<uint64_t>(p.memory) > limit && candidates_.empty() && first_over_limit_ < 0)
         first_over_limit_ = algo;
       if (!math || static_cast<uint64_t>(p.memory) > limit) {
-        why += !math ? fmt::format(" {}: math type {};", algo, static_cast<int>(p.mathType))
-                     : fmt::format(" {}: workspace {};", algo, p.memory);
+        why += !math ? fmt::format(" {}: math type {};", algo_name(pass_, algo), static_cast<int>(p.mathType))
+                     : fmt::format(" {}: workspace {};", algo_name(pass_, algo), mib(p.memory));
         continue;
       }
       LMS_TRY_VOID(cudnn_ok(cudnnSetConvolutionMathType(conv_.get(), *math), "cudnnSetConvolutionMathType", op_));
@@ -209,20 +243,21 @@ class ConvKernel final : public PreparedKernel {
       // A failing size query means the algorithm does not run in this math mode after all: not a candidate.
       if (workspace_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) {
         clear_cudnn_error();
-        why += fmt::format(" {}: no workspace size;", algo);
+        why += fmt::format(" {}: no workspace size;", algo_name(pass_, algo));
         continue;
       }
       if (static_cast<uint64_t>(bytes) <= limit) {
+        if (candidates_.empty() && !why.empty()) passed_over_ = why.substr(0, why.size() - 1);
         candidates_.push_back({algo, *math, bytes});
       } else {
         if (candidates_.empty() && first_over_limit_ < 0) first_over_limit_ = algo;
-        why += fmt::format(" {}: workspace {};", algo, bytes);
+        why += fmt::format(" {}: workspace {};", algo_name(pass_, algo), mib(bytes));
       }
     }
     if (!candidates_.empty()) return {};
     if (!why.empty()) why.pop_back();
     return fail("cuda backend: {} ({}): none of the {} algorithms {} lists is supported, deterministic, {} and "
-                "within the workspace limit of {} bytes (algorithm:{})",
+                "within the workspace limit of {} bytes (algorithms:{})",
                 op_name(op_), shapes_, perfs.size(), heuristic,
                 dtype_ == CUDNN_DATA_FLOAT && !ctx_.opts.allow_tf32 ? "FMA-only (TF32 off)"
                 : dtype_ == CUDNN_DATA_FLOAT                        ? "TF32 allowed"
@@ -300,6 +335,7 @@ class ConvKernel final : public PreparedKernel {
   std::vector<Candidate> candidates_;  // the Note's, best first (never empty after init)
   size_t running_ = 0;                 // the candidate runs use
   int first_over_limit_ = -1;          // listed before every candidate, refused only for its workspace
+  std::string passed_over_;            // the algorithms listed before the first candidate and why, for describe()
   size_t workspace_bytes_ = 0;         // planned: the first candidate's
   std::string shapes_;          // for errors
 };
@@ -315,6 +351,8 @@ class BatchChunks final : public PreparedKernel {
         b_(static_cast<const std::byte*>(call.inputs[1].data)),
         out_(static_cast<std::byte*>(call.outputs[0].data)),
         count_(count),
+        body_batch_(body_batch),
+        tail_batch_(plan.x[0] - count * body_batch),
         body_(std::move(body)),
         tail_(std::move(tail)) {
     // bytes of one sample of the plain convolution's x and y; the filter (and dw) has no batch dimension
@@ -326,6 +364,17 @@ class BatchChunks final : public PreparedKernel {
       case ConvPass::backward_filter: step_a_ = x, step_b_ = y; break;  // (x, dy) -> dw, summed over the chunks
     }
     workspace_needed_ = std::max(body_->workspace_needed(), tail_ ? tail_->workspace_needed() : 0);
+  }
+
+  // e.g. "3 calls of 256 samples and one of 48: cuDNN ..." (the last call's algorithm after "; the last: " when
+  // it differs)
+  std::string describe() const override {
+    std::string s = fmt::format("{} call{} of {} sample{}", count_, count_ == 1 ? "" : "s", body_batch_,
+                                body_batch_ == 1 ? "" : "s");
+    if (tail_) s += fmt::format(" and one of {}", tail_batch_);
+    s += ": " + body_->describe();
+    if (tail_ && tail_->describe() != body_->describe()) s += "; the last: " + tail_->describe();
+    return s;
   }
 
   Result<void> run() override {
@@ -345,6 +394,7 @@ class BatchChunks final : public PreparedKernel {
   std::byte* out_;
   int64_t step_a_ = 0, step_b_ = 0, step_out_ = 0;  // bytes from one chunk's operand to the next one's
   int64_t count_;
+  int64_t body_batch_, tail_batch_;  // samples per call of body_, and of tail_
   std::unique_ptr<ConvKernel> body_, tail_;
 };
 

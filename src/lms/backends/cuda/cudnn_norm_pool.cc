@@ -18,6 +18,7 @@
 // Precondition: the call passed the op's shape rule; the shapes the descriptors are built from are rechecked.
 #include <cmath>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "lms/backends/cuda/cuda_dnn_util.h"
@@ -61,6 +62,8 @@ class BatchNormKernel final : public PreparedKernel {
     return cudnn_ok(cudnnDeriveBNTensorDescriptor(stats_.get(), x_.get(), CUDNN_BATCHNORM_SPATIAL),
                     "cudnnDeriveBNTensorDescriptor", op_);
   }
+
+  std::string describe() const override { return "cuDNN batch normalization (spatial)"; }
 
   Result<void> run() override {
     const Scaling s = scaling_for(dtype_);
@@ -139,6 +142,8 @@ class PoolKernel final : public PreparedKernel {
                           "cudnnSetPoolingNdDescriptor", op_));
     return {};
   }
+
+  std::string describe() const override { return "cuDNN pooling"; }
 
   Result<void> run() override {
     const Scaling s = scaling_for(dtype_);
