@@ -95,7 +95,7 @@ nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>&
 // Auto's choices: counts, then the ones that cost most (added time, then bytes; ties by position).
 void print_costliest(const Plan& p) {
   fmt::print("  swapped         {} tensors: {} out, {} in per step; host memory {}\n", p.swapped_tensors,
-             format_bytes(p.swap_out_bytes), format_bytes(p.swap_in_bytes), format_bytes(p.memory.host_arena_bytes));
+             format_size(p.swap_out_bytes), format_size(p.swap_in_bytes), format_size(p.memory.host_arena_bytes));
   fmt::print("  recomputed      {} tensors: {:.4g} GFLOP per step run again\n", p.recomputed_tensors,
              p.recompute_flops / 1e9);
   std::vector<size_t> order(p.choices.size());
@@ -110,10 +110,10 @@ void print_costliest(const Plan& p) {
     const AutoChoice& c = p.choices[order[i]];
     if (c.kind == AutoChoice::Kind::swap)
       fmt::print("    swap      %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s; {}prefetch after %{})\n", c.value,
-                 format_bytes(c.bytes), c.seconds, c.gap_seconds,
+                 format_size(c.bytes), c.seconds, c.gap_seconds,
                  c.hold.empty() ? "" : fmt::format("held through %{}; ", c.hold), c.trigger);
     else
-      fmt::print("    recompute %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s{})\n", c.value, format_bytes(c.bytes),
+      fmt::print("    recompute %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s{})\n", c.value, format_size(c.bytes),
                  c.seconds, c.gap_seconds,
                  !c.remade_from.empty() ? fmt::format("; remade from %{} by {} ops", c.remade_from, c.chain.size() + 1)
                  : c.chain.empty()      ? ""
@@ -123,16 +123,16 @@ void print_costliest(const Plan& p) {
 
 void print_plan(const std::string& graph, const Plan& p, const std::optional<Prediction>& pred) {
   fmt::print("plan for '{}' with strategy {}: {}\n", graph, strategy_name(p.strategy), p.fits ? "fits" : "does NOT fit");
-  fmt::print("  budget          {}\n", p.budget_bytes == kUnlimitedBytes ? "unlimited" : format_bytes(p.budget_bytes));
-  fmt::print("  planned peak    {}\n", format_bytes(p.memory.device_arena_bytes));
-  fmt::print("  without LMS     {}\n", format_bytes(p.peak_bytes_none));
+  fmt::print("  budget          {}\n", p.budget_bytes == kUnlimitedBytes ? "unlimited" : format_size(p.budget_bytes));
+  fmt::print("  planned peak    {}\n", format_size(p.memory.device_arena_bytes));
+  fmt::print("  without LMS     {}\n", format_size(p.peak_bytes_none));
   fmt::print("  hard minimum    {} (parameters and state {} plus the largest op)\n",
-             format_bytes(p.memory.min_budget_bytes), format_bytes(p.memory.persistent_bytes));
+             format_size(p.memory.min_budget_bytes), format_size(p.memory.persistent_bytes));
   if (p.tflms) {  // the graph was rewritten
     fmt::print("  swapped         {} tensors: {} out, {} in per step; host memory {}\n", p.swapped_tensors,
-               format_bytes(p.swap_out_bytes), format_bytes(p.swap_in_bytes), format_bytes(p.memory.host_arena_bytes));
+               format_size(p.swap_out_bytes), format_size(p.swap_in_bytes), format_size(p.memory.host_arena_bytes));
     fmt::print("  tflms           {}; simulated peak {}; {} parameter sets simulated over {} levels\n",
-               describe_tflms(*p.tflms), format_bytes(p.sim_peak_bytes), p.trials.size(), p.levels);
+               describe_tflms(*p.tflms), format_size(p.sim_peak_bytes), p.trials.size(), p.levels);
   } else if (p.fits && p.strategy != Strategy::none && !p.lms_needed) {
     fmt::print("  LMS not needed: everything fits without swapping\n");
   }
@@ -156,7 +156,7 @@ Result<void> write_plot(const PlanArgs& a, const Graph& training, const Strategy
   auto curve = [](const Plan& p, std::vector<double> start, std::string color) {
     return memory_curve(p.graph, p.memory, start,
                         fmt::format("{} (planned peak {})", strategy_name(p.strategy),
-                                    format_bytes(p.memory.device_arena_bytes)),
+                                    format_size(p.memory.device_arena_bytes)),
                         std::move(color));
   };
   std::vector<MemoryCurve> curves;

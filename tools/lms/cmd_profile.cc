@@ -177,7 +177,7 @@ int run(const ProfileCmd& c) {
              (*j)["step_seconds"].get<double>(), c.output);
   if (j->contains("copies"))
     fmt::print("copies of {}: device to host {:.3g} GB/s, host to device {:.3g} GB/s\n",
-               format_bytes((*j)["copies"]["bytes"].get<int64_t>()),
+               format_size((*j)["copies"]["bytes"].get<int64_t>()),
                (*j)["copies"]["d2h_bytes_per_s"].get<double>() / 1e9,
                (*j)["copies"]["h2d_bytes_per_s"].get<double>() / 1e9);
   print_slowest(*j, c.slowest);

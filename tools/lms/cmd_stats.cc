@@ -52,13 +52,13 @@ int run(const StatsCmd& c) {
   fmt::print("graph {}\n", g->name());
   fmt::print("  nodes             {}\n", format_count(s.nodes));
   fmt::print("  levels            {}\n", format_count(levels->count()));
-  fmt::print("  parameters        {} ({})\n", format_count(s.params), format_bytes(s.param_bytes));
-  fmt::print("  persistent state  {}\n", format_bytes(s.state_bytes));
+  fmt::print("  parameters        {} ({})\n", format_count(s.params), format_size(s.param_bytes));
+  fmt::print("  persistent state  {}\n", format_size(s.state_bytes));
   fmt::print("  FLOPs             {:.4g} ({:.4g} multiply-adds)\n", s.flops, s.flops / 2);
-  fmt::print("  activations       {}\n", format_bytes(s.activation_bytes));
-  fmt::print("  inputs            {}\n", format_bytes(s.input_bytes));
-  fmt::print("  peak without LMS  {} (hard minimum {})\n", format_bytes(none->memory.device_arena_bytes),
-             format_bytes(none->memory.min_budget_bytes));
+  fmt::print("  activations       {}\n", format_size(s.activation_bytes));
+  fmt::print("  inputs            {}\n", format_size(s.input_bytes));
+  fmt::print("  peak without LMS  {} (hard minimum {})\n", format_size(none->memory.device_arena_bytes),
+             format_size(none->memory.min_budget_bytes));
   return kExitOk;
 }
 }  // namespace

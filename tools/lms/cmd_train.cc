@@ -146,28 +146,28 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
              static_cast<double>(r.steps) / static_cast<double>(r.steps_per_epoch), r.batch);
   if (!r.losses.empty()) fmt::print("  loss           {:.4f} -> {:.4f}\n", r.losses.front(), r.losses.back());
   fmt::print("  planned peak   {} (budget {}; liveness lower bound {}; minimum budget {})\n",
-             format_bytes(r.planned_peak_bytes), r.budget_bytes == kUnlimitedBytes ? "unlimited" : format_bytes(r.budget_bytes),
-             format_bytes(r.lower_bound_bytes), format_bytes(r.min_budget_bytes));
-  fmt::print("  measured peak  {} (highest device arena byte written)\n", format_bytes(r.peak_device_bytes));
+             format_size(r.planned_peak_bytes), r.budget_bytes == kUnlimitedBytes ? "unlimited" : format_size(r.budget_bytes),
+             format_size(r.lower_bound_bytes), format_size(r.min_budget_bytes));
+  fmt::print("  measured peak  {} (highest device arena byte written)\n", format_size(r.peak_device_bytes));
   if (r.tflms) {  // the graph was rewritten: the budget needed it, or --tflms-params forced it
-    const std::string none = fmt::format("peak without LMS {} {} the budget", format_bytes(r.peak_bytes_none),
+    const std::string none = fmt::format("peak without LMS {} {} the budget", format_size(r.peak_bytes_none),
                                          r.lms_needed ? "does not fit" : "fits");
     if (r.swapped_tensors == 0)
       fmt::print("  plan           {}: {}; its reordered schedule alone fits (no tensor swapped)\n",
                  c.planning.strategy, none);
     else
       fmt::print("  plan           {}: {}; {} tensors swapped, {} out and {} in per step\n", c.planning.strategy,
-                 none, r.swapped_tensors, format_bytes(r.swap_out_bytes), format_bytes(r.swap_in_bytes));
+                 none, r.swapped_tensors, format_size(r.swap_out_bytes), format_size(r.swap_in_bytes));
     fmt::print("  tflms          {}\n", describe_tflms(*r.tflms));
     if (!r.auto_source.empty()) fmt::print("  auto           took {}\n", r.auto_source);
   } else if (!r.auto_source.empty()) {
     fmt::print("  plan           auto: peak without LMS {} does not fit the budget; took {}; {} tensors swapped "
                "({} each way per step), {} recomputed ({:.3g} GFLOP per step)\n",
-               format_bytes(r.peak_bytes_none), r.auto_source, r.swapped_tensors, format_bytes(r.swap_out_bytes),
+               format_size(r.peak_bytes_none), r.auto_source, r.swapped_tensors, format_size(r.swap_out_bytes),
                r.recomputed_tensors, r.recompute_flops / 1e9);
   } else if (c.planning.strategy != "none") {
     fmt::print("  plan           {}: LMS not needed (peak without LMS {} fits)\n", c.planning.strategy,
-               format_bytes(r.peak_bytes_none));
+               format_size(r.peak_bytes_none));
   }
   // Milliseconds to 3 significant digits, without an exponent for long steps.
   auto ms = [](double s) { return s >= 1 ? fmt::format("{:.0f}", s * 1e3) : fmt::format("{:.3g}", s * 1e3); };

@@ -11,6 +11,7 @@
 #include "lms/ir/graph.h"
 #include "lms/models/models.h"
 #include "lms/support/error.h"
+#include "lms/support/size.h"  // format_size, parse_size
 
 namespace lms::cli {
 
@@ -47,8 +48,6 @@ Result<Graph> load_graph(const std::string& file, const ModelArgs& args);
 Result<std::string> read_text(const std::string& path);                  // "-" = stdin
 Result<void> write_text(const std::string& path, const std::string& text);  // "" or "-" = stdout
 
-// "1.5 GiB", "97.5 MiB", "512 B".
-std::string format_bytes(int64_t bytes);
 // "25,557,032".
 std::string format_count(int64_t n);
 

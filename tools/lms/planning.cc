@@ -136,8 +136,8 @@ nlohmann::ordered_json capacity_json(const std::string& key, const Capacity& c) 
 void print_capacity(const std::string& head, const std::string& model, const std::string& note, const Capacity& c) {
   const Plan& p = c.plan;
   fmt::print("{} for '{}' with strategy {} under {}{}: planned peak {} (without LMS {})\n", head, model,
-             strategy_name(p.strategy), format_bytes(p.budget_bytes), note, format_bytes(p.memory.device_arena_bytes),
-             format_bytes(p.peak_bytes_none));
+             strategy_name(p.strategy), format_size(p.budget_bytes), note, format_size(p.memory.device_arena_bytes),
+             format_size(p.peak_bytes_none));
   if (p.tflms) fmt::print("  tflms {}\n", describe_tflms(*p.tflms));
   if (!c.limited_by.empty()) fmt::print("  limited by a refusal, not by memory: {}\n", c.limited_by);
 }

@@ -149,7 +149,7 @@ nlohmann::ordered_json tflms_json(const TflmsParams& p) {
 
 void print_trial(const TflmsTrial& t) {
   fmt::print(stderr, "  try {:<8} {:<40} {:<9} simulated peak {}, {} tensors swapped\n", tflms_stage_name(t.stage),
-             describe_tflms(t.params), t.fits ? "fits" : "too big", format_bytes(t.peak_device_bytes),
+             describe_tflms(t.params), t.fits ? "fits" : "too big", format_size(t.peak_device_bytes),
              t.swapped_tensors);
 }
 

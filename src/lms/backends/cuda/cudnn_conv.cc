@@ -14,6 +14,7 @@
 
 #include "lms/backends/cuda/conv_plan.h"
 #include "lms/backends/cuda/cuda_dnn_util.h"
+#include "lms/support/size.h"
 
 namespace lms::cuda {
 
@@ -78,7 +79,7 @@ std::string algo_name(ConvPass pass, int algo) {
                                                                 : fmt::format("algorithm {}", algo);
 }
 
-std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+std::string bytes_text(size_t bytes) { return format_size(static_cast<int64_t>(bytes)); }
 
 // The math mode the descriptor has while the heuristics rank algorithms (see the Note).
 cudnnMathType_t initial_math(cudnnDataType_t t, bool allow_tf32) {
@@ -156,7 +157,7 @@ class ConvKernel final : public PreparedKernel {
     std::string s = fmt::format("cuDNN {} {}, {} math, workspace {}", kPass[static_cast<int>(pass_)],
                                 algo_name(pass_, c.algo),
                                 c.math == CUDNN_FMA_MATH ? "FMA" : c.math == CUDNN_DEFAULT_MATH ? "default" : "tensor-op",
-                                mib(c.bytes));
+                                bytes_text(c.bytes));
     if (!passed_over_.empty()) s += fmt::format(" (listed before it:{})", passed_over_);
     if (running_ > 0) s += fmt::format(" (after {} refused to run)", algo_name(pass_, candidates_.front().algo));
     return s;
@@ -235,7 +236,7 @@ class ConvKernel final : public PreparedKernel {
         first_over_limit_ = algo;
       if (!math || static_cast<uint64_t>(p.memory) > limit) {
         why += !math ? fmt::format(" {}: math type {};", algo_name(pass_, algo), static_cast<int>(p.mathType))
-                     : fmt::format(" {}: workspace {};", algo_name(pass_, algo), mib(p.memory));
+                     : fmt::format(" {}: workspace {};", algo_name(pass_, algo), bytes_text(p.memory));
         continue;
       }
       LMS_TRY_VOID(cudnn_ok(cudnnSetConvolutionMathType(conv_.get(), *math), "cudnnSetConvolutionMathType", op_));
@@ -251,7 +252,7 @@ class ConvKernel final : public PreparedKernel {
         candidates_.push_back({algo, *math, bytes});
       } else {
         if (candidates_.empty() && first_over_limit_ < 0) first_over_limit_ = algo;
-        why += fmt::format(" {}: workspace {};", algo_name(pass_, algo), mib(bytes));
+        why += fmt::format(" {}: workspace {};", algo_name(pass_, algo), bytes_text(bytes));
       }
     }
     if (!candidates_.empty()) return {};
