@@ -220,6 +220,12 @@ int run(const TrainCmd& c) {
     return g_interrupted == 0;
   };
 
+  if (!c.json)
+    opts->on_start_up = [](const std::string& line) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    };
+
   // Ctrl-C once stops after the step; the handler resets itself, so a second one ends the process.
   struct sigaction action {}, previous {};
   action.sa_handler = on_sigint;

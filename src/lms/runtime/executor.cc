@@ -84,13 +84,20 @@ Result<void> Executor::initialize(uint64_t seed) {
   return {};
 }
 
-Result<void> Executor::load(const std::map<std::string, HostTensor>& values, bool allow_unused) {
-  const Graph& g = program_->graph();
-  for (ValueId v : program_->persistent_values()) {
-    const std::string& name = g.value(v).name;
-    auto it = values.find(name);
-    if (it == values.end()) return fail("checkpoint has no value for %{} ({})", name, to_string(g.value(v).type));
-    if (auto w = write(v, it->second); !w) return wrap("checkpoint", w.error());
+Result<void> check_checkpoint(const Program& program, const std::map<std::string, HostTensor>& values,
+                              bool allow_unused) {
+  const Graph& g = program.graph();
+  for (ValueId v : program.persistent_values()) {
+    const Value& val = g.value(v);
+    auto it = values.find(val.name);
+    if (it == values.end()) return fail("checkpoint has no value for %{} ({})", val.name, to_string(val.type));
+    const HostTensor& t = it->second;
+    if (t.type != val.type)
+      return fail("checkpoint: %{} has type {} but the tensor given is {}", val.name, to_string(val.type),
+                  to_string(t.type));
+    if (static_cast<int64_t>(t.data.size()) != val.type.bytes())
+      return fail("checkpoint: %{} tensor holds {} bytes, its type needs {}", val.name, t.data.size(),
+                  val.type.bytes());
   }
   if (!allow_unused) {
     for (const auto& [name, t] : values) {
@@ -99,6 +106,14 @@ Result<void> Executor::load(const std::map<std::string, HostTensor>& values, boo
         return fail("checkpoint value '{}' is not a parameter or state of graph '{}'", name, g.name());
     }
   }
+  return {};
+}
+
+Result<void> Executor::load(const std::map<std::string, HostTensor>& values, bool allow_unused) {
+  LMS_TRY_VOID(check_checkpoint(*program_, values, allow_unused));
+  const Graph& g = program_->graph();
+  for (ValueId v : program_->persistent_values())
+    if (auto w = write(v, values.at(g.value(v).name)); !w) return wrap("checkpoint", w.error());
   initialized_ = true;
   return {};
 }

@@ -52,6 +52,12 @@ struct StepResult {
                                      // nodes that do not run: inputs, parameters, state)
 };
 
+// Whether `values` (a checkpoint, by value name) can be loaded into `program` (Executor::load): every
+// persistent value present with its exact type and size; names the program lacks are an error unless
+// `allow_unused`. Needs no backend, so a bad checkpoint is refused before any arena is allocated.
+Result<void> check_checkpoint(const Program& program, const std::map<std::string, HostTensor>& values,
+                              bool allow_unused = false);
+
 class Executor {
  public:
   // Allocates the arenas (the backend refuses more than its budget) and prepares the backend. `program` and
@@ -62,9 +68,8 @@ class Executor {
 
   // Writes every parameter and state value from its initializer (runtime/init.h) with this seed.
   Result<void> initialize(uint64_t seed);
-  // Writes parameters and state by value name (a checkpoint). Every persistent value must be present with its
-  // exact type; names the program lacks are an error unless `allow_unused` (evaluating a forward graph with a
-  // training checkpoint that also holds optimizer state).
+  // Writes parameters and state by value name (a checkpoint), after check_checkpoint (`allow_unused`: evaluating
+  // a forward graph with a training checkpoint that also holds optimizer state).
   Result<void> load(const std::map<std::string, HostTensor>& values, bool allow_unused = false);
   // Every parameter and state value by name (for checkpoints and tests).
   Result<std::map<std::string, HostTensor>> persistent_values() const;

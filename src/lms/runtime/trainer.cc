@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "lms/runtime/backend_registry.h"
 #include "lms/runtime/evaluate.h"
 #include "lms/runtime/executor.h"
@@ -139,11 +141,30 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   rep.lower_bound_bytes = memory.lower_bound_bytes;
   rep.min_budget_bytes = memory.min_budget_bytes;
   rep.persistent_bytes = memory.persistent_bytes;
+  // Bad input is refused before anything is printed or allocated.
+  if (opts.initial_values) LMS_TRY_VOID(check_checkpoint(program, *opts.initial_values));
+  if (opts.on_start_up) {
+    std::string line = fmt::format("planned in {:.2f} s: peak {} ({})", rep.plan_seconds,
+                                   format_size(memory.device_arena_bytes),
+                                   opts.budget_bytes == kUnlimitedBytes ? std::string("no budget")
+                                                                        : "budget " + format_size(opts.budget_bytes));
+    if (rep.swapped_tensors > 0 || rep.recomputed_tensors > 0)
+      line += fmt::format("; {} tensors swapped ({} out, {} in per step), {} recomputed", rep.swapped_tensors,
+                          format_size(rep.swap_out_bytes), format_size(rep.swap_in_bytes), rep.recomputed_tensors);
+    opts.on_start_up(line);
+  }
 
   std::map<std::string, HostTensor> trained;
   {
     // The training backend and its arenas live only for the training loop.
     const auto start_up = std::chrono::steady_clock::now();
+    if (opts.on_start_up)
+      opts.on_start_up(fmt::format("allocating the {} device arena{}, then {} the parameters",
+                                   format_size(memory.device_arena_bytes),
+                                   memory.host_arena_bytes > 0
+                                       ? " and the " + format_size(memory.host_arena_bytes) + " host arena"
+                                       : std::string(),
+                                   opts.initial_values ? "loading" : "initializing"));
     Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{opts.validate}));
     if (opts.initial_values) {
       LMS_TRY_VOID(ex.load(*opts.initial_values));

@@ -47,6 +47,10 @@ struct TrainOptions {
   bool evaluate = false;                     // measure accuracy on the test split after training
   bool validate = true;                      // poison and scan every step to measure the touched peak
   TraceWriter* trace = nullptr;              // record the traced steps (traced_step) into this
+  // Called with one line before each start-up stage that can take a while at a large batch: once planned (what
+  // the plan does), and before allocating the arenas (pinning a host arena of tens of GiB takes seconds) and
+  // writing the initial values.
+  std::function<void(const std::string&)> on_start_up;
 };
 
 // A trace holds the first kTracedFirstSteps steps and the last one: enough to see warm-up and a steady step,
