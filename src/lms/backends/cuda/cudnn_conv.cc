@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -160,6 +161,7 @@ class ConvKernel final : public PreparedKernel {
                                 bytes_text(c.bytes));
     if (!passed_over_.empty()) s += fmt::format(" (listed before it:{})", passed_over_);
     if (running_ > 0) s += fmt::format(" (after {} refused to run)", algo_name(pass_, candidates_.front().algo));
+    if (!note_.empty()) s += " [" + note_ + "]";
     return s;
   }
 
@@ -167,6 +169,8 @@ class ConvKernel final : public PreparedKernel {
   // workspace (-1: none; Note [Batch chunks for the listed-first algorithm]).
   int chosen() const { return candidates_.front().algo; }
   int first_over_limit() const { return first_over_limit_; }
+  // Appended to describe() in brackets (why batch chunks did not apply).
+  void set_note(std::string note) { note_ = std::move(note); }
 
   // One call on these operands (a chunk's, Note [Convolutions in batch chunks]); `accumulate` adds the result to
   // `out` (beta = 1) instead of overwriting it.
@@ -337,6 +341,7 @@ class ConvKernel final : public PreparedKernel {
   size_t running_ = 0;                 // the candidate runs use
   int first_over_limit_ = -1;          // listed before every candidate, refused only for its workspace
   std::string passed_over_;            // the algorithms listed before the first candidate and why, for describe()
+  std::string note_;                   // set_note's
   size_t workspace_bytes_ = 0;         // planned: the first candidate's
   std::string shapes_;          // for errors
 };
@@ -421,9 +426,11 @@ Result<PreparedPtr> build_conv(DnnContext& ctx, const KernelCall& call) {
   std::optional<Error> whole;  // why the whole batch in one call has no candidate, when that was tried
   if (most <= 0 || batch <= most) {
     auto k = kernel_for(batch);
+    std::string tried;  // each chunk size tried and the algorithm it would run, for describe()
     if (k && (*k)->first_over_limit() >= 0)  // Note [Batch chunks for the listed-first algorithm]
       for (int64_t n = (batch + 1) / 2; n >= kMinSpeedChunk; n = (n + 1) / 2) {
         auto body = kernel_for(n);
+        tried += fmt::format(" {}: {};", n, body ? algo_name(plan.pass, (*body)->chosen()) : "no candidate");
         if (!body || (*body)->chosen() != (*k)->first_over_limit()) continue;
         std::unique_ptr<ConvKernel> tail;
         if (batch % n != 0) {
@@ -434,7 +441,12 @@ Result<PreparedPtr> build_conv(DnnContext& ctx, const KernelCall& call) {
         return PreparedPtr(std::make_unique<BatchChunks>(call, plan, element_bytes, std::move(*body), n, batch / n,
                                                          std::move(tail)));
       }
-    if (k) return PreparedPtr(std::move(*k));
+    if (k) {
+      if (!tried.empty())
+        (*k)->set_note(fmt::format("{} listed first but over the limit; chunks of{}", algo_name(plan.pass,
+                                   (*k)->first_over_limit()), tried.substr(0, tried.size() - 1)));
+      return PreparedPtr(std::move(*k));
+    }
     if (batch < 2) return std::unexpected(k.error());
     whole = k.error();
   }
