@@ -7,7 +7,8 @@ namespace lms::cli {
 
 void add_train_options(CLI::App* app, TrainArgs& a) {
   app->add_option("--train", a.optimizer,
-                  "Build the training graph with this optimizer: sgd, momentum or adam (default: momentum for --model, the forward graph of a FILE)");
+                  "Build the training graph with this optimizer: sgd, momentum or adam (default: momentum for "
+                  "--model, the forward graph of a FILE)");
   app->add_option_function<double>("--lr", [&a](const double& v) { a.lr = v; },
                                     "--train: learning rate (default 0.01; 0.001 for adam)");
   app->add_option_function<double>("--momentum", [&a](const double& v) { a.momentum = v; },

@@ -62,9 +62,11 @@ class GemmConvKernel final : public PreparedKernel {
 
   // e.g. "cuBLAS strided-batched gemms, 64 samples per call, column matrices (Im2Col)"
   std::string describe() const override {
-    std::string s = p_.regroup ? fmt::format("cuBLAS gemm, regrouped: {} samples per call, one gemm over K = samples x {}",
-                                             p_.group, p_.spatial)
-                               : fmt::format("cuBLAS strided-batched gemms, {} samples per call", p_.group);
+    std::string s =
+        p_.regroup
+            ? fmt::format("cuBLAS gemm, regrouped: {} samples per call, one gemm over K = samples x {}", p_.group,
+                          p_.spatial)
+            : fmt::format("cuBLAS strided-batched gemms, {} samples per call", p_.group);
     if (gathers_) s += ", column matrices (Im2Col)";
     if (scatters_) s += ", column matrices summed into dx (Col2Im)";
     if (sums_) s += ", per-sample partials summed in order";

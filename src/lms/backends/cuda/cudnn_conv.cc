@@ -155,10 +155,9 @@ class ConvKernel final : public PreparedKernel {
   std::string describe() const override {
     static constexpr std::string_view kPass[] = {"forward", "backward-data", "backward-filter"};
     const Candidate& c = candidates_[running_];
+    const char* math = c.math == CUDNN_FMA_MATH ? "FMA" : c.math == CUDNN_DEFAULT_MATH ? "default" : "tensor-op";
     std::string s = fmt::format("cuDNN {} {}, {} math, workspace {}", kPass[static_cast<int>(pass_)],
-                                algo_name(pass_, c.algo),
-                                c.math == CUDNN_FMA_MATH ? "FMA" : c.math == CUDNN_DEFAULT_MATH ? "default" : "tensor-op",
-                                bytes_text(c.bytes));
+                                algo_name(pass_, c.algo), math, bytes_text(c.bytes));
     if (!passed_over_.empty()) s += fmt::format(" (listed before it:{})", passed_over_);
     if (running_ > 0) s += fmt::format(" (after {} refused to run)", algo_name(pass_, candidates_.front().algo));
     if (!note_.empty()) s += " [" + note_ + "]";
