@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "backends/gpu_presence.h"
@@ -196,10 +197,11 @@ TEST(AutoTraining, UnderABudgetSwapsAndRecomputationsAreBitIdentical) {
 }
 
 // auto's segments (docs/planner.md "Segments"): a block's output remade from the block's input, the block's
-// insides cloned a second time. resnet50 at 96x96, batch 32, at 45% of its unconstrained peak, planned for
-// h200-pcie5: the plan remakes a block output (checked on the same plan made directly), and training gives the
-// unconstrained run's losses and parameters. On the cpu and cuda backends (the reference backend's loops would
-// take minutes for this model).
+// insides cloned a second time. resnet50 at 96x96, batch 32, planned for h200-pcie5 at the first of 45%, 48%,
+// 42% and 50% of its unconstrained peak whose plan remakes a block output (which budgets do depends on the
+// backend's kernel workspaces: on cpu 42% and 48% do, 45% not; on cuda 45% did, 2026-12-04), and training gives
+// the unconstrained run's losses and parameters. On the cpu and cuda backends (the reference backend's loops
+// would take minutes for this model).
 TEST(AutoTraining, BlockOutputsRemadeBySegmentsAreBitIdentical) {
   Case c{"resnet50", {}};
   c.options.batch = 32;
@@ -211,7 +213,6 @@ TEST(AutoTraining, BlockOutputsRemadeBySegmentsAreBitIdentical) {
     TrainOptions o;
     o.strategy = Strategy::automatic;
     o.device_model = *device_model("h200-pcie5");
-    o.budget_bytes = base.planned_peak_bytes * 45 / 100;
     // The plan train() makes: the same training graph, strategy options and backend workspaces.
     auto backend = make_backend(device);
     ASSERT_TRUE(backend.has_value()) << backend.error().str();
@@ -219,14 +220,20 @@ TEST(AutoTraining, BlockOutputsRemadeBySegmentsAreBitIdentical) {
     ASSERT_TRUE(training.has_value()) << training.error().str();
     StrategyOptions so;
     so.strategy = o.strategy;
-    so.budget_bytes = o.budget_bytes;
-    so.workspace_bytes = workspaces_of(**backend);
     so.device_model = o.device_model;
-    auto plan = make_plan(*training, so);
-    ASSERT_TRUE(plan.has_value()) << plan.error().str();
-    const auto remade = std::count_if(plan->choices.begin(), plan->choices.end(),
-                                      [](const AutoChoice& ch) { return !ch.remade_from.empty(); });
-    EXPECT_GE(remade, 1) << device << ": took " << plan->auto_source;
+    so.workspace_bytes = workspaces_of(**backend);
+    std::optional<Plan> plan;
+    for (int percent : {45, 48, 42, 50}) {
+      so.budget_bytes = base.planned_peak_bytes * percent / 100;
+      auto p = make_plan(*training, so);
+      ASSERT_TRUE(p.has_value()) << p.error().str();
+      if (std::ranges::any_of(p->choices, [](const AutoChoice& ch) { return !ch.remade_from.empty(); })) {
+        plan = std::move(*p);
+        break;
+      }
+    }
+    ASSERT_TRUE(plan.has_value()) << device << ": no plan remakes a block output";
+    o.budget_bytes = so.budget_bytes;
 
     const TrainReport r = train_case(c, device, o);
     const std::string what = "resnet50 96x96 on " + device + "; took " + r.auto_source;

@@ -31,7 +31,7 @@ struct ProfileCmd {
   std::string output;  // -o PROFILE.json
   std::string copy_bytes = "256MiB";  // --copy-bytes: the tensor the copy rates are measured with; 0: none
   bool tf32 = false;                  // --tf32: cuda's f32 convolutions and matmuls on TF32 tensor cores
-  CudaFlags cuda;                     // --cuda-workspace, --cuda-conv-gemm
+  BackendFlags backend;                  // --cuda-workspace, --cuda-conv-gemm, --cpu-layouts
   int slowest = 10;                   // --slowest: nodes listed on stdout, slowest first (0: none)
 };
 
@@ -63,7 +63,7 @@ Result<nlohmann::ordered_json> copy_rates(const ProfileCmd& c, int64_t bytes) {
   ValueId back = b.op(Op::swap_in, {b.op(Op::swap_out, {x}, {}, "to_host")}, {}, "to_device");
   if (!b.ok()) return std::unexpected(*b.error());
   g.set_outputs({back});
-  const BackendOptions options = LMS_TRY(backend_options(c.tf32, c.cuda, c.device));
+  const BackendOptions options = LMS_TRY(backend_options(c.tf32, c.backend, c.device));
   std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, options));
   Program program = LMS_TRY(compile(g, {}, backend.get()));
   Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{.time_nodes = true}));
@@ -96,7 +96,7 @@ Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
   auto copy_bytes = parse_size(c.copy_bytes);
   if (!copy_bytes) return wrap("--copy-bytes", copy_bytes.error());
   Graph g = LMS_TRY(training_graph(c.plan, c.plan.model));
-  const BackendOptions options = LMS_TRY(backend_options(c.tf32, c.cuda, c.device));
+  const BackendOptions options = LMS_TRY(backend_options(c.tf32, c.backend, c.device));
   std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, options));
   Program program = LMS_TRY(compile(g, {}, backend.get()));
   Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{.time_nodes = true}));
@@ -233,7 +233,7 @@ void add_profile_command(CLI::App& root, int& exit_code) {
   sub->add_option("--copy-bytes", c->copy_bytes,
                   "Size of the tensor the copy rates are measured with (0: measure no copies)")->capture_default_str();
   sub->add_flag("--tf32", c->tf32, "cuda: f32 convolutions and matmuls on TF32 tensor cores");
-  add_cuda_options(sub, c->cuda);
+  add_backend_options(sub, c->backend);
   sub->add_option("--steps", c->steps, "Measured steps (each node's median is written)")->capture_default_str();
   sub->add_option("--warmup", c->warmup, "Steps run first and not measured")->capture_default_str();
   sub->add_option("--slowest", c->slowest,

@@ -82,10 +82,11 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   o.on_trial = planning.on_trial;
   o.device_model = planning.device_model;
   o.measured = planning.measured;
-  const BackendOptions backend = LMS_TRY(backend_options(c.planning.tf32, c.planning.cuda, c.device));
+  const BackendOptions backend = LMS_TRY(backend_options(c.planning.tf32, c.planning.backend, c.device));
   o.allow_tf32 = backend.allow_tf32;
   o.max_workspace_bytes = backend.max_workspace_bytes;
   o.conv_gemm = backend.conv_gemm;
+  o.cpu_blocked_layouts = backend.cpu_blocked_layouts;
   if (c.steps_opt->count() > 0) o.steps = c.steps;
   if (c.epochs_opt->count() > 0) o.epochs = c.epochs;
   auto kind = parse_optimizer(c.optimizer);

@@ -38,7 +38,7 @@ Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model) {
 
 Result<StrategyOptions> planning_options(const PlanArgs& a, std::unique_ptr<Backend>& backend) {
   StrategyOptions o = LMS_TRY(resolve(a.strategy, default_device_model(a.device)));
-  const BackendOptions backend_opts = LMS_TRY(backend_options(a.strategy.tf32, a.strategy.cuda, a.device));
+  const BackendOptions backend_opts = LMS_TRY(backend_options(a.strategy.tf32, a.strategy.backend, a.device));
   if (!a.device.empty()) {
     backend = LMS_TRY(make_backend(a.device, backend_opts));
     o.workspace_bytes = workspaces_of(*backend);

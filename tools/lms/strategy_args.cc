@@ -31,7 +31,7 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
   app->add_flag("--tf32", a.tf32,
                 "cuda: run f32 convolutions and matmuls on TF32 tensor cores (faster, not bit-comparable with the "
                 "reference) and predict with the device model's TF32 rate");
-  add_cuda_options(app, a.cuda);
+  add_backend_options(app, a.backend);
   app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, and every size maxbatch/maxres probes (on stderr)");
 }
 
@@ -100,34 +100,43 @@ Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_
   return o;
 }
 
-void add_cuda_options(CLI::App* app, CudaFlags& cuda) {
-  app->add_option("--cuda-workspace", cuda.workspace,
+void add_backend_options(CLI::App* app, BackendFlags& flags) {
+  app->add_option("--cuda-workspace", flags.workspace,
                   "cuda: the largest workspace one convolution's cuDNN algorithm may use (and, each, its gemms' "
                   "partial sums and column matrices), planned as a buffer (default 256MiB; a larger one may allow "
                   "faster algorithms, a batch whose algorithms all need more runs in chunks)");
-  app->add_option("--cuda-conv-gemm", cuda.conv_gemm,
+  app->add_option("--cuda-conv-gemm", flags.conv_gemm,
                   "cuda: which convolutions run as cuBLAS gemms instead of cuDNN: off, 1x1 (the 1x1 unpadded ones, "
                   "any stride; the default), strided (those and every strided one). Deterministic either way, "
                   "different bits")
       ->check(CLI::IsMember({"off", "1x1", "strided"}));
+  app->add_option("--cpu-layouts", flags.cpu_layouts,
+                  "cpu: blocked (the default: activations between convolutions, batch norms and elementwise ops stay "
+                  "in oneDNN's blocked layouts) or plain (every value in the IR's row-major layout, each convolution "
+                  "reordering its operands; for comparison)")
+      ->check(CLI::IsMember({"blocked", "plain"}));
 }
 
-Result<BackendOptions> backend_options(bool tf32, const CudaFlags& cuda, std::string_view device) {
+Result<BackendOptions> backend_options(bool tf32, const BackendFlags& flags, std::string_view device) {
   if (tf32 && !device.empty() && device != "cuda")
     return fail("--tf32 applies to --device cuda (TF32 tensor cores), not '{}'", device);
   const std::string elsewhere =
       device.empty() ? std::string("planning without a backend") : fmt::format("'{}'", device);
   BackendOptions o{.allow_tf32 = tf32};
-  if (!cuda.conv_gemm.empty()) {
+  if (!flags.conv_gemm.empty()) {
     if (device != "cuda") return fail("--cuda-conv-gemm applies to --device cuda, not {}", elsewhere);
-    o.conv_gemm = cuda.conv_gemm == "off" ? ConvGemm::off : cuda.conv_gemm == "1x1" ? ConvGemm::one_by_one
+    o.conv_gemm = flags.conv_gemm == "off" ? ConvGemm::off : flags.conv_gemm == "1x1" ? ConvGemm::one_by_one
                                                                                     : ConvGemm::strided;
   }
-  if (!cuda.workspace.empty()) {
+  if (!flags.workspace.empty()) {
     if (device != "cuda") return fail("--cuda-workspace applies to --device cuda, not {}", elsewhere);
-    auto b = parse_size(cuda.workspace);
+    auto b = parse_size(flags.workspace);
     if (!b) return wrap("--cuda-workspace", b.error());
     o.max_workspace_bytes = *b;
+  }
+  if (!flags.cpu_layouts.empty()) {
+    if (device != "cpu") return fail("--cpu-layouts applies to --device cpu, not {}", elsewhere);
+    o.cpu_blocked_layouts = flags.cpu_layouts == "blocked";
   }
   return o;
 }

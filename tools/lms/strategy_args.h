@@ -16,10 +16,11 @@
 
 namespace lms::cli {
 
-// The cuda backend's flags beside --tf32 (BackendOptions), on every command that makes a backend.
-struct CudaFlags {
+// The backends' flags beside --tf32 (BackendOptions), on every command that makes a backend.
+struct BackendFlags {
   std::string workspace;         // --cuda-workspace SIZE: the largest convolution workspace (empty: the default)
   std::string conv_gemm;         // --cuda-conv-gemm off|1x1|strided (empty: the default, 1x1)
+  std::string cpu_layouts;       // --cpu-layouts blocked|plain (empty: the default, blocked)
 };
 
 struct StrategyArgs {
@@ -29,7 +30,7 @@ struct StrategyArgs {
   std::string tflms_params;   // --tflms-params T,A,G,S (empty: search)
   bool verbose = false;       // --verbose: every parameter set the tflms search tries
   bool tf32 = false;          // --tf32: cuda's f32 convolutions and matmuls on TF32 tensor cores, predicted so
-  CudaFlags cuda;             // --cuda-workspace, --cuda-conv-gemm
+  BackendFlags backend;          // --cuda-workspace, --cuda-conv-gemm, --cpu-layouts
   std::string device_model;   // --device-model NAME: the device auto plans for and times are predicted on
   std::string profile;        // --profile FILE: measured node times and copy rates (lms profile) overriding the
                               // device model's roofline and link rates
@@ -46,9 +47,9 @@ Result<StrategyOptions> resolve(const StrategyArgs& args, std::string_view defau
 
 // The backend options the flags ask for on `device` (empty: planning without a backend). Errors: --tf32 or a
 // cuda flag with a backend other than cuda, a bad --cuda-workspace size.
-Result<BackendOptions> backend_options(bool tf32, const CudaFlags& cuda, std::string_view device);
+Result<BackendOptions> backend_options(bool tf32, const BackendFlags& flags, std::string_view device);
 // Adds --cuda-workspace and --cuda-conv-gemm.
-void add_cuda_options(CLI::App* app, CudaFlags& cuda);
+void add_backend_options(CLI::App* app, BackendFlags& flags);
 
 // The device model auto plans for when --device-model is not given: cpu-here for the cpu and reference
 // backends (measured here), h200-pcie5 for cuda and for plans made without a backend.

@@ -49,6 +49,8 @@ struct BackendOptions {
   ConvGemm conv_gemm = ConvGemm::one_by_one;  // cuda: the convolutions (all passes) on cuBLAS gemms, not cuDNN
   int64_t cuda_reserve_bytes = int64_t{512} << 20;  // cuda: GPU memory that must stay free beside the device arena
                                                    // for the kernels CUDA, cuDNN and cuBLAS load on first use
+  bool cpu_blocked_layouts = true;  // cpu: activations between convolutions, batch norms and elementwise ops stay in
+                                    // oneDNN's blocked layouts (false: every value in the IR's plain layout)
 };
 
 class Backend {

@@ -90,7 +90,7 @@ KernelCall BoundCalls::call(NodeId n) const {
 }
 
 Result<std::vector<int64_t>> workspace_bytes_from_types(
-    const Graph& g, const std::function<Result<int64_t>(const KernelCall&)>& bytes_of) {
+    const Graph& g, const std::function<Result<int64_t>(NodeId, const KernelCall&)>& bytes_of) {
   std::vector<int64_t> bytes(g.num_nodes(), 0);
   std::vector<TensorRef> ins, outs;
   for (NodeId n : g.node_ids()) {
@@ -99,7 +99,7 @@ Result<std::vector<int64_t>> workspace_bytes_from_types(
     outs.clear();
     for (ValueId v : node.inputs) ins.push_back(TensorRef{&g.value(v).type, nullptr});
     for (ValueId v : node.outputs) outs.push_back(TensorRef{&g.value(v).type, nullptr});
-    auto b = bytes_of(KernelCall{node.op, &node.attrs, ins, outs, nullptr, 0});
+    auto b = bytes_of(n, KernelCall{node.op, &node.attrs, ins, outs, nullptr, 0});
     if (!b) return wrap(node_label(g, n), b.error());
     bytes[n.v] = *b;
   }

@@ -42,9 +42,10 @@ class HostArenas {
 };
 
 // Backend::workspace_bytes for a backend whose kernels size their scratch from a call's types and attributes:
-// `bytes_of` sees each node's call with null data pointers; the result is by NodeId, and an error names the node.
+// `bytes_of` sees each node (its id and its call, with null data pointers); the result is by NodeId, and an error
+// names the node.
 Result<std::vector<int64_t>> workspace_bytes_from_types(
-    const Graph& g, const std::function<Result<int64_t>(const KernelCall&)>& bytes_of);
+    const Graph& g, const std::function<Result<int64_t>(NodeId, const KernelCall&)>& bytes_of);
 
 // Every node's KernelCall with its buffers bound to arena addresses, built once when a Program is prepared so that
 // running a node costs no lookups.

@@ -29,12 +29,13 @@ Result<ValueId> named_input(const Graph& g, const char* name) {
 }
 
 // The backend the options ask for: the budget enforced by its arena, cuda's TF32, workspace limit and 1x1
-// convolutions as asked.
+// convolutions, and cpu's layouts as asked.
 BackendOptions backend_options(const TrainOptions& opts) {
   return BackendOptions{.device_budget_bytes = opts.budget_bytes,
                         .max_workspace_bytes = opts.max_workspace_bytes,
                         .allow_tf32 = opts.allow_tf32,
-                        .conv_gemm = opts.conv_gemm};
+                        .conv_gemm = opts.conv_gemm,
+                        .cpu_blocked_layouts = opts.cpu_blocked_layouts};
 }
 
 // Accuracy of the trained values on the test split: a separate Program of the evaluation graph (the forward

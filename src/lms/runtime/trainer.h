@@ -29,6 +29,7 @@ struct TrainOptions {
   bool allow_tf32 = false;                   // cuda: f32 convolutions and matmuls on TF32 tensor cores
   int64_t max_workspace_bytes = BackendOptions{}.max_workspace_bytes;  // cuda: the largest convolution workspace
   ConvGemm conv_gemm = ConvGemm::one_by_one;  // cuda: the convolutions on cuBLAS (BackendOptions)
+  bool cpu_blocked_layouts = true;  // cpu: activations in oneDNN's blocked layouts (BackendOptions)
   int64_t budget_bytes = kUnlimitedBytes;    // device memory for the step; the plan must fit it
   int64_t host_budget_bytes = kUnlimitedBytes;  // host memory for swapped tensors
   Strategy strategy = Strategy::none;        // how the plan fits the budget (plan/strategy.h)

@@ -82,7 +82,15 @@ Result<void> CpuBackend::allocate_arenas(int64_t device_bytes, int64_t host_byte
 
 Result<std::vector<int64_t>> CpuBackend::workspace_bytes(const Graph& g) {
   if (!dnnl_) dnnl_ = LMS_TRY(cpu::make_dnnl_context());
-  return workspace_bytes_from_types(g, [&](const KernelCall& call) { return cpu::dnnl_workspace_bytes(*dnnl_, call); });
+  const cpu::ValueLayoutsPtr layouts = LMS_TRY(layouts_of(g));
+  return workspace_bytes_from_types(g, [&](NodeId n, const KernelCall& call) {
+    return cpu::dnnl_workspace_bytes(*dnnl_, call, layouts.get(), &g.node(n));
+  });
+}
+
+Result<cpu::ValueLayoutsPtr> CpuBackend::layouts_of(const Graph& g) {
+  if (!opts_.cpu_blocked_layouts) return cpu::ValueLayoutsPtr();
+  return cpu::assign_layouts(*dnnl_, g);
 }
 
 Result<void> CpuBackend::prepare(const Program& program) {
@@ -93,7 +101,9 @@ Result<void> CpuBackend::prepare(const Program& program) {
   calls_.bind(program, arenas_.device(), arenas_.host());
   kernels_.clear();
   kernels_.resize(g.num_nodes());
-  for (NodeId n : g.node_ids()) kernels_[n.v] = LMS_TRY(cpu::prepare_dnnl_kernel(*dnnl_, calls_.call(n)));
+  const cpu::ValueLayoutsPtr layouts = LMS_TRY(layouts_of(g));
+  for (NodeId n : g.node_ids())
+    kernels_[n.v] = LMS_TRY(cpu::prepare_dnnl_kernel(*dnnl_, calls_.call(n), layouts.get(), &g.node(n)));
   {
     std::lock_guard lock(mu_);
     records_enqueued_.assign(program.num_events(), 0);

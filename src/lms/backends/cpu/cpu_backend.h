@@ -72,6 +72,8 @@ class CpuBackend final : public Backend {
 
   void enqueue(StreamId s, Task t);
   void worker(int s);
+  // The layout of every value of `g` (null: all plain, when opts_.cpu_blocked_layouts is off).
+  Result<cpu::ValueLayoutsPtr> layouts_of(const Graph& g);
   void drain();  // waits until every queue is empty and idle
   Result<void> check_range(std::string_view what, int64_t offset, int64_t bytes) const;
   Result<void> run_node(NodeId n);

@@ -1,12 +1,16 @@
 // oneDNN convolutions and matmul for the cpu backend (dnnl_util.h): conv1d/2d/3d forward, conv_backward_data,
 // conv_backward_filter, conv_transpose1d/2d/3d (the backward-data primitive, which is the definition of a
-// transposed convolution) and matmul (batched, transposes expressed as strides). Arena buffers are in the IR's
-// plain row-major layout (ncw/nchw/ncdhw activations, oiw/oihw/oidhw weights, goi... for groups, which is the
-// same memory). Convolutions let oneDNN choose its layouts (format_tag::any: blocked ones such as nChw16c, where
-// its direct jit kernels are; on plain layouts it falls back to im2col + gemm, 2-3x slower here) and reorder
-// their operands into workspace scratch and the result back, inside the node: the copies' memory is in the
-// planned workspace, their time in the node's. Declined (reference kernel):
+// transposed convolution) and matmul (batched, transposes expressed as strides). Weights are in the IR's plain
+// row-major layout (oiw/oihw/oidhw, goi... for groups, which is the same memory); activations in the layout
+// assign_layouts gave them (dnnl_layouts.cc: plain ncw/nchw/ncdhw, or the blocked layout a convolution picks).
+// Convolutions let oneDNN choose its layouts (format_tag::any: blocked ones such as nChw16c, where its direct jit
+// kernels are; on plain layouts it falls back to im2col + gemm, 2-3x slower here) and reorder each operand whose
+// arena layout differs into workspace scratch and the result back, inside the node: the copies' memory is in
+// the planned workspace, their time in the node's. Declined (reference kernel):
 // non-f32, and a conv_transpose whose output_pad makes the convolution formula inconsistent for oneDNN.
+#include <optional>
+#include <utility>
+
 #include "lms/backends/cpu/dnnl_util.h"
 #include "lms/ops/op.h"
 
@@ -75,12 +79,16 @@ KernelPtr conv_forward(DnnlContext& ctx, const KernelCall& call, const ConvDescs
 }
 
 // (dy, w) -> dx; also conv_transpose (x, w) -> out, which is this with x in the role of dy.
-KernelPtr conv_backward_data(DnnlContext& ctx, const KernelCall& call, const ConvDescs& d) {
-  const ConvDescs a = any_layout(d);
-  auto hint = conv_forward_pd(ctx, a, dnnl::primitive_attr());
+dnnl::convolution_backward_data::primitive_desc backward_data_pd(
+    DnnlContext& ctx, const ConvDescs& a, const dnnl::convolution_forward::primitive_desc& hint) {
   dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, a.x, a.w, a.y, a.stride, a.dil,
                                              a.pad_l, a.pad_r);
-  dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), ctx.engine, hint);
+  return dnnl::convolution_backward_data::primitive_desc(desc, user_scratchpad(), ctx.engine, hint);
+}
+
+KernelPtr conv_backward_data(DnnlContext& ctx, const KernelCall& call, const ConvDescs& d) {
+  const ConvDescs a = any_layout(d);
+  auto pd = backward_data_pd(ctx, a, conv_forward_pd(ctx, a, dnnl::primitive_attr()));
   auto k = std::make_unique<CpuKernel>(ctx);
   memory dy = k->input_as(pd.diff_dst_desc(), d.y, call.inputs[0].data);
   memory w = k->input_as(pd.weights_desc(), d.w, call.inputs[1].data);
@@ -134,8 +142,8 @@ Result<KernelPtr> matmul(DnnlContext& ctx, const KernelCall& call) {
 // conv_transpose(x, w[Ci_t, Co_t/g, k]) -> out: the backward-data of the convolution out -> x with weight w. The
 // extra output_pad positions at the end of `out` are covered by no window and come out zero; oneDNN checks the
 // convolution's size formula with symmetric padding, which holds while output_pad < stride (floor division);
-// otherwise the right padding is reduced by output_pad, and if that is not consistent either, decline.
-Result<KernelPtr> conv_transpose(DnnlContext& ctx, const KernelCall& call) {
+// otherwise the right padding is reduced by output_pad, and if that is not consistent either, nullopt (decline).
+Result<std::optional<ConvDescs>> conv_transpose_descs(const KernelCall& call) {
   const Shape &x = in_shape(call, 0), &w = in_shape(call, 1), &out = out_shape(call, 0);
   ConvDescs d = LMS_TRY(conv_descs(call, out, w, x));
   const int rank = static_cast<int>(x.size()) - 2;
@@ -145,27 +153,66 @@ Result<KernelPtr> conv_transpose(DnnlContext& ctx, const KernelCall& call) {
     auto fits = [&](int64_t pad_r) { return (out[2 + i] + d.pad_l[i] + pad_r - range) / d.stride[i] + 1 == x[2 + i]; };
     if (fits(d.pad_r[i])) continue;
     d.pad_r[i] -= output_pad[i];
-    if (d.pad_r[i] < 0 || !fits(d.pad_r[i])) return KernelPtr();
+    if (d.pad_r[i] < 0 || !fits(d.pad_r[i])) return std::nullopt;
   }
-  return conv_backward_data(ctx, call, d);
+  return d;
 }
 
-}  // namespace
+enum class ConvPass { forward, backward_data, backward_filter };
 
-Result<KernelPtr> build_conv(DnnlContext& ctx, const KernelCall& call) {
-  if (!all_f32(call) || call.inputs.size() != 2 || call.outputs.size() != 1) return KernelPtr();
+// The convolution `call` computes, as a pass over plain descriptors (x, w, y in the roles of the forward
+// convolution); nullopt when build_conv declines it.
+Result<std::optional<std::pair<ConvPass, ConvDescs>>> conv_of(const KernelCall& call) {
+  if (!all_f32(call) || call.inputs.size() != 2 || call.outputs.size() != 1) return std::nullopt;
   const Shape &in0 = in_shape(call, 0), &in1 = in_shape(call, 1), &out = out_shape(call, 0);
   switch (call.op) {
     case Op::conv1d:
     case Op::conv2d:
-    case Op::conv3d: return conv_forward(ctx, call, LMS_TRY(conv_descs(call, in0, in1, out)));
-    case Op::conv_backward_data: return conv_backward_data(ctx, call, LMS_TRY(conv_descs(call, out, in1, in0)));
-    case Op::conv_backward_filter: return conv_backward_filter(ctx, call, LMS_TRY(conv_descs(call, in0, out, in1)));
+    case Op::conv3d: return std::pair{ConvPass::forward, LMS_TRY(conv_descs(call, in0, in1, out))};
+    case Op::conv_backward_data: return std::pair{ConvPass::backward_data, LMS_TRY(conv_descs(call, out, in1, in0))};
+    case Op::conv_backward_filter:
+      return std::pair{ConvPass::backward_filter, LMS_TRY(conv_descs(call, in0, out, in1))};
     case Op::conv_transpose1d:
     case Op::conv_transpose2d:
-    case Op::conv_transpose3d: return conv_transpose(ctx, call);
-    default: return KernelPtr();
+    case Op::conv_transpose3d: {
+      std::optional<ConvDescs> d = LMS_TRY(conv_transpose_descs(call));
+      if (!d) return std::nullopt;
+      return std::pair{ConvPass::backward_data, *d};
+    }
+    default: return std::nullopt;
   }
+}
+
+}  // namespace
+
+Result<KernelPtr> build_conv(DnnlContext& ctx, const KernelCall& call, const OperandLayouts& arena) {
+  auto conv = LMS_TRY(conv_of(call));
+  if (!conv) return KernelPtr();
+  auto& [pass, d] = *conv;
+  // The activations' arena layouts (the weights are parameters or their gradients: always plain).
+  switch (pass) {
+    case ConvPass::forward:
+      d.x = arena_md(arena.in[0], d.x.dims());
+      d.y = arena_md(arena.out[0], d.y.dims());
+      return conv_forward(ctx, call, d);
+    case ConvPass::backward_data:
+      d.y = arena_md(arena.in[0], d.y.dims());
+      d.x = arena_md(arena.out[0], d.x.dims());
+      return conv_backward_data(ctx, call, d);
+    case ConvPass::backward_filter:
+      d.x = arena_md(arena.in[0], d.x.dims());
+      d.y = arena_md(arena.in[1], d.y.dims());
+      return conv_backward_filter(ctx, call, d);
+  }
+  return KernelPtr();
+}
+
+Result<memory::desc> conv_output_layout(DnnlContext& ctx, const KernelCall& call) {
+  auto conv = LMS_TRY(conv_of(call));
+  if (!conv || conv->first == ConvPass::backward_filter) return memory::desc();
+  const ConvDescs a = any_layout(conv->second);  // as the builders make them
+  if (conv->first == ConvPass::forward) return conv_forward_pd(ctx, a, user_scratchpad()).dst_desc();
+  return backward_data_pd(ctx, a, conv_forward_pd(ctx, a, dnnl::primitive_attr())).diff_src_desc();
 }
 
 Result<KernelPtr> build_matmul(DnnlContext& ctx, const KernelCall& call) {

@@ -13,6 +13,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "lms/backends/cpu/dnnl_util.h"
+#include "lms/backends/reference/kernels.h"
 #include "lms/ops/op.h"
 
 namespace lms::cpu {
@@ -79,11 +80,13 @@ memory CpuKernel::scratch_mem(int i, const memory::desc& md) {
   return m;
 }
 
-int64_t CpuKernel::workspace_needed() const {
+int64_t CpuKernel::own_workspace() const {
   int64_t total = align_up(scratchpad_region_);
   for (int64_t b : scratch_bytes_) total += align_up(b);
   return total;
 }
+
+int64_t CpuKernel::workspace_needed() const { return own_workspace() + (tail_ ? tail_->workspace_needed() : 0); }
 
 void CpuKernel::bind_workspace(std::byte* ws) {
   for (memory& m : scratchpad_mems_) m.set_data_handle(ws);
@@ -93,6 +96,7 @@ void CpuKernel::bind_workspace(std::byte* ws) {
     offset += align_up(scratch_bytes_[i]);
   }
   for (auto& [i, m] : scratch_mems_) m.set_data_handle(scratch_ptr_[static_cast<size_t>(i)]);
+  if (tail_) tail_->bind_workspace(ws + offset);
 }
 
 KernelPtr loop_kernel(DnnlContext& ctx, std::function<Result<void>()> f) {
@@ -115,10 +119,10 @@ Result<void> CpuKernel::run() {
       submitted = true;
     }
     if (submitted) ctx_.stream.wait();
-    return {};
   } catch (const dnnl::error& e) {
     return fail("cpu backend: oneDNN primitive failed: {}", e.what());
   }
+  return tail_ ? tail_->run() : Result<void>{};
 }
 
 std::string CpuKernel::describe() const {
@@ -140,6 +144,7 @@ std::string CpuKernel::describe() const {
     }
     s += fmt::format("{} {}", kind, impl ? impl : "(implementation unknown)");
   }
+  if (tail_) s += (s.empty() ? "" : ", ") + tail_->describe();
   return s;
 }
 
@@ -184,22 +189,12 @@ int64_t product(const Shape& s, size_t from, size_t to) {
 
 namespace {
 
-// The family builder of `op`; nullptr for ops nothing here covers (sources, and whatever is left).
+// The family builder of `op` among those given no layouts (their operands are plain, or element-wise ops' all in
+// one layout); nullptr for convolutions and normalizations (build_in_layouts) and for ops nothing here covers
+// (sources, and whatever is left).
 Result<KernelPtr> (*builder_of(Op op))(DnnlContext&, const KernelCall&) {
   switch (op) {
-    case Op::conv1d:
-    case Op::conv2d:
-    case Op::conv3d:
-    case Op::conv_transpose1d:
-    case Op::conv_transpose2d:
-    case Op::conv_transpose3d:
-    case Op::conv_backward_data:
-    case Op::conv_backward_filter: return build_conv;
     case Op::matmul: return build_matmul;
-    case Op::batch_norm:
-    case Op::batch_norm_grad:
-    case Op::layer_norm:
-    case Op::layer_norm_grad: return build_norm;
     case Op::relu:
     case Op::gelu:
     case Op::relu_grad:
@@ -245,11 +240,74 @@ Result<KernelPtr> (*builder_of(Op op))(DnnlContext&, const KernelCall&) {
   }
 }
 
-Result<KernelPtr> build(DnnlContext& ctx, const KernelCall& call) {
+// The kernel for `call` with its operands in the layouts `arena` names, which are those the op can read
+// (wanted_layouts); nullptr where nothing here covers it.
+Result<KernelPtr> build_in_layouts(DnnlContext& ctx, const KernelCall& call, const OperandLayouts& arena) {
+  if (is_convolution(call.op)) return build_conv(ctx, call, arena);
+  if (call.op == Op::batch_norm || call.op == Op::batch_norm_grad || call.op == Op::layer_norm ||
+      call.op == Op::layer_norm_grad)
+    return build_norm(ctx, call, arena.out.empty() ? memory::desc() : arena.out[0]);
   auto builder = builder_of(call.op);
-  if (!builder) return KernelPtr();
+  return builder ? builder(ctx, call) : KernelPtr();
+}
+
+bool all_plain(const std::vector<memory::desc>& layouts) {
+  return std::ranges::all_of(layouts, [](const memory::desc& md) { return md.is_zero(); });
+}
+
+// A call whose inputs were reordered into scratch buffers: it owns the operand lists its spans point into.
+struct ReorderedCall {
+  std::vector<TensorRef> inputs, outputs;
+  KernelCall call;
+  explicit ReorderedCall(const KernelCall& c)
+      : inputs(c.inputs.begin(), c.inputs.end()), outputs(c.outputs.begin(), c.outputs.end()), call(c) {
+    call.inputs = inputs;
+    call.outputs = outputs;
+  }
+};
+
+// Note [Layouts at a node]: the inputs whose arena layout is not the one the op wants are reordered into
+// scratch buffers at the front of the workspace, and the op's kernel runs after that on the scratch copies, with
+// the rest of the workspace for itself. Where nothing here covers the op, the reference kernel runs on plain
+// copies of the inputs. assign_layouts gives blocked outputs only to ops whose kernels are built here (an
+// internal error otherwise: never a silent wrong answer).
+Result<KernelPtr> with_reordered_inputs(DnnlContext& ctx, const KernelCall& call, const OperandLayouts& arena,
+                                        const OperandLayouts& want) {
+  auto k = std::make_unique<CpuKernel>(ctx);
+  auto reordered = std::make_shared<ReorderedCall>(call);
+  std::vector<std::pair<size_t, int>> moved;  // (input, scratch buffer)
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    if (want.in[i] == arena.in[i]) continue;
+    const Dims dims = dims_of(in_shape(call, i));
+    const memory::desc to = arena_md(want.in[i], dims);
+    moved.emplace_back(i, k->add_scratch(static_cast<int64_t>(to.get_size())));
+    k->add_reorder(k->mem(arena_md(arena.in[i], dims), call.inputs[i].data), k->scratch_mem(moved.back().second, to));
+  }
+  auto* ws = static_cast<std::byte*>(call.workspace);
+  const int64_t front = k->workspace_needed();
+  if (ws) k->bind_workspace(ws);
+  for (auto [i, buffer] : moved) reordered->inputs[i].data = ws ? k->scratch(buffer) : nullptr;
+  reordered->call.workspace = ws ? ws + front : nullptr;
+  reordered->call.workspace_bytes = std::max<int64_t>(0, call.workspace_bytes - front);
+  KernelPtr inner = LMS_TRY(build_in_layouts(ctx, reordered->call, want));
+  if (!inner) {
+    if (!all_plain(want.in) || !all_plain(want.out))
+      return fail("cpu backend: internal: {} has blocked operands but no kernel", op_def(call.op).name);
+    inner = loop_kernel(ctx, [reordered]() { return run_reference_kernel(reordered->call); });
+  }
+  k->append(std::move(inner));
+  return k;
+}
+
+Result<KernelPtr> build(DnnlContext& ctx, const KernelCall& call, const OperandLayouts& arena) {
   try {
-    return builder(ctx, call);
+    OperandLayouts want = wanted_layouts(call, arena);
+    if (want.in == arena.in) {
+      KernelPtr k = LMS_TRY(build_in_layouts(ctx, call, arena));
+      if (k || (all_plain(arena.in) && all_plain(arena.out))) return k;  // nullptr: the caller runs the reference
+      want.in.assign(call.inputs.size(), memory::desc());  // declined: the reference kernel on plain inputs
+    }
+    return with_reordered_inputs(ctx, call, arena, want);
   } catch (const dnnl::error& e) {
     std::string in = call.inputs.empty() ? "()" : to_string(*call.inputs[0].type);
     std::string out = call.outputs.empty() ? "()" : to_string(*call.outputs[0].type);
@@ -260,8 +318,9 @@ Result<KernelPtr> build(DnnlContext& ctx, const KernelCall& call) {
 
 }  // namespace
 
-Result<std::unique_ptr<DnnlKernel>> prepare_dnnl_kernel(DnnlContext& ctx, const KernelCall& call) {
-  KernelPtr k = LMS_TRY(build(ctx, call));
+Result<std::unique_ptr<DnnlKernel>> prepare_dnnl_kernel(DnnlContext& ctx, const KernelCall& call,
+                                                        const ValueLayouts* layouts, const Node* node) {
+  KernelPtr k = LMS_TRY(build(ctx, call, operand_layouts(layouts, node, call)));
   if (!k) return std::unique_ptr<DnnlKernel>();
   const int64_t needed = k->workspace_needed();
   if (needed > 0) {
@@ -277,8 +336,9 @@ Result<std::unique_ptr<DnnlKernel>> prepare_dnnl_kernel(DnnlContext& ctx, const 
   return std::unique_ptr<DnnlKernel>(std::move(k));
 }
 
-Result<int64_t> dnnl_workspace_bytes(DnnlContext& ctx, const KernelCall& call) {
-  KernelPtr k = LMS_TRY(build(ctx, call));
+Result<int64_t> dnnl_workspace_bytes(DnnlContext& ctx, const KernelCall& call, const ValueLayouts* layouts,
+                                     const Node* node) {
+  KernelPtr k = LMS_TRY(build(ctx, call, operand_layouts(layouts, node, call)));
   return k ? k->workspace_needed() : int64_t{0};
 }
 

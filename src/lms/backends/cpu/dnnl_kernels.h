@@ -9,12 +9,16 @@
 // in its file comment).
 // Workspaces: oneDNN runs in user scratchpad mode; a kernel's scratchpad and its own temporaries are one
 // workspace of dnnl_workspace_bytes, which the plan provides as a buffer (KernelCall::workspace).
+// Layouts: a value is either in the IR's plain row-major layout or in a oneDNN blocked layout that
+// assign_layouts chose for it (dnnl_layouts.cc); a kernel whose op cannot read an operand's layout reorders it
+// into its workspace first.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "lms/ir/graph.h"
 #include "lms/runtime/kernel.h"
 #include "lms/support/error.h"
 
@@ -42,15 +46,29 @@ class DnnlKernel {
   virtual std::string describe() const = 0;
 };
 
+// The arena layout of every value of one graph (dnnl_layouts.cc), opaque here.
+class ValueLayouts;
+struct ValueLayoutsDeleter {
+  void operator()(ValueLayouts* l) const;
+};
+using ValueLayoutsPtr = std::unique_ptr<ValueLayouts, ValueLayoutsDeleter>;
+// Chooses each value's layout, from the graph alone (the same graph gives the same layouts, so workspace sizes
+// and prepared kernels agree). Errors: oneDNN refuses a convolution's shapes.
+Result<ValueLayoutsPtr> assign_layouts(DnnlContext& ctx, const Graph& g);
+
 // A prepared kernel for `call` (buffers as they will be at run time), or nullptr when this backend does not
 // cover this op or dtype and the caller must run the reference kernel. The kernel's scratch lives in
-// call.workspace (call.workspace_bytes long). Errors: oneDNN refuses the shapes, or the workspace is smaller
+// call.workspace (call.workspace_bytes long). `layouts` with `node` (the call's node) give the operands'
+// layouts; without them every operand is plain. Errors: oneDNN refuses the shapes, or the workspace is smaller
 // than dnnl_workspace_bytes (naming the op and both sizes).
-Result<std::unique_ptr<DnnlKernel>> prepare_dnnl_kernel(DnnlContext& ctx, const KernelCall& call);
+Result<std::unique_ptr<DnnlKernel>> prepare_dnnl_kernel(DnnlContext& ctx, const KernelCall& call,
+                                                        const ValueLayouts* layouts = nullptr,
+                                                        const Node* node = nullptr);
 
 // The workspace bytes `call`'s kernel needs: the oneDNN scratchpad (user mode) plus the kernel's own
 // temporaries, each piece aligned to 64 bytes, summed. Computed from types and attributes only (the call's
 // data pointers may be null). 0 when the op runs the reference kernel or needs no scratch.
-Result<int64_t> dnnl_workspace_bytes(DnnlContext& ctx, const KernelCall& call);
+Result<int64_t> dnnl_workspace_bytes(DnnlContext& ctx, const KernelCall& call, const ValueLayouts* layouts = nullptr,
+                                     const Node* node = nullptr);
 
 }  // namespace lms::cpu

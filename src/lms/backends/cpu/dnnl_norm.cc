@@ -5,8 +5,9 @@
 //   backward: a loop recovers var = 1/invstd^2 into a scratch buffer of the workspace, which the primitive
 //             reads with eps = 0 (the gradient ops carry no eps; the round trip costs a few f32 ulps).
 // batch_norm's x[N, C, *sp] is described as [N, C, prod(sp)] and layer_norm's x[..., W] as [rows, W]: the
-// same bytes, and every rank the IR allows. Declined (reference kernel): non-f32 and empty normalization sets
-// (the reference reports those as errors).
+// same bytes, and every rank the IR allows; batch norm's x and y (dy, x and dx) may instead be in one blocked
+// layout (dnnl_layouts.cc), which oneDNN's batch norm reads directly. Declined (reference kernel): non-f32 and
+// empty normalization sets (the reference reports those as errors).
 #include <cmath>
 
 #include "lms/backends/cpu/dnnl_util.h"
@@ -122,13 +123,18 @@ KernelPtr norm_backward(DnnlContext& ctx, const KernelCall& call, bool batch, co
 
 }  // namespace
 
-Result<KernelPtr> build_norm(DnnlContext& ctx, const KernelCall& call) {
+Result<KernelPtr> build_norm(DnnlContext& ctx, const KernelCall& call, const memory::desc& data_layout) {
   if (!all_f32(call) || call.outputs.size() != 3) return KernelPtr();
   const bool batch = call.op == Op::batch_norm || call.op == Op::batch_norm_grad;
   const bool backward = call.op == Op::batch_norm_grad || call.op == Op::layer_norm_grad;
   if (call.inputs.size() != (backward ? 5u : 3u)) return KernelPtr();
   std::optional<NormDescs> d = norm_descs(batch, in_shape(call, backward ? 1 : 0));
   if (!d) return KernelPtr();
+  if (!data_layout.is_zero()) {  // a blocked layout (rank 4 or 5: the data descriptor has x's dimensions)
+    if (!batch || data_layout.dims() != d->data.dims())
+      return fail("cpu backend: internal: {} was given a blocked layout it cannot read", op_def(call.op).name);
+    d->data = data_layout;
+  }
   return backward ? norm_backward(ctx, call, batch, *d) : norm_forward(ctx, call, batch, *d);
 }
 

@@ -63,6 +63,10 @@ class CpuKernel final : public DnnlKernel {
   // step that add_primitive adds right after the next primitive (output_as).
   memory input_as(const memory::desc& want, const memory::desc& plain, const void* data);
   memory output_as(const memory::desc& want, const memory::desc& plain, void* data);
+  // Adds a reorder step copying `from` into `to` (same dimensions, any layouts).
+  void add_reorder(const memory& from, const memory& to);
+  // Runs `tail` after this kernel's steps, with its workspace after this kernel's own pieces.
+  void append(std::unique_ptr<CpuKernel> tail) { tail_ = std::move(tail); }
   // Scratch buffer `i` (valid once the workspace is bound, i.e. at run time).
   std::byte* scratch(int i) const { return scratch_ptr_[static_cast<size_t>(i)]; }
 
@@ -89,9 +93,10 @@ class CpuKernel final : public DnnlKernel {
   std::vector<std::pair<int, memory>> scratch_mems_;  // (buffer, memory object over it)
   std::vector<std::byte*> scratch_ptr_;            // by scratch buffer, once bound
   std::vector<std::pair<memory, memory>> pending_outputs_;  // (scratch, arena) reorders after the next primitive
+  std::unique_ptr<CpuKernel> tail_;                // runs after steps_ (append)
 
   void push_step(dnnl::primitive prim, const memory::desc& scratch_md, Args args);
-  void add_reorder(const memory& from, const memory& to);
+  int64_t own_workspace() const;
 };
 
 using KernelPtr = std::unique_ptr<CpuKernel>;
@@ -110,6 +115,11 @@ void next_row(std::vector<int64_t>& index, const Extent& extent, const std::vect
   }
 }
 
+// The arena layout of each operand of one node: a oneDNN descriptor for a value that assign_layouts keeps in a
+// blocked layout, an empty (zero) descriptor for the IR's plain row-major layout.
+struct OperandLayouts {
+  std::vector<memory::desc> in, out;
+};
 // A kernel of one loop step.
 KernelPtr loop_kernel(DnnlContext& ctx, std::function<Result<void>()> f);
 
@@ -119,6 +129,18 @@ dnnl::primitive_attr user_scratchpad();
 Dims row_major_strides(const Dims& dims);
 memory::desc plain(const Dims& dims);
 inline Dims dims_of(const Shape& s) { return Dims(s.begin(), s.end()); }
+// The ops build_conv builds (each reads its activations in any layout).
+bool is_convolution(Op op);
+// The layouts of `node`'s operands under `layouts` (all plain when either is null; dnnl_layouts.cc).
+OperandLayouts operand_layouts(const ValueLayouts* layouts, const Node* node, const KernelCall& call);
+// The layouts `call`'s op reads its inputs in, given its operands' arena layouts: convolutions read any (they
+// reorder inside the node); batch norm's data inputs and the elementwise ops' same-shape inputs their output's
+// layout; everything else plain. Outputs: as in `arena`.
+OperandLayouts wanted_layouts(const KernelCall& call, const OperandLayouts& arena);
+// `layout` where it names one (OperandLayouts), else the plain layout of `dims`.
+inline memory::desc arena_md(const memory::desc& layout, const Dims& dims) {
+  return layout.is_zero() ? plain(dims) : layout;
+}
 // A list attribute with one entry per spatial dimension; empty means `rank` copies of `fill`.
 Result<Dims> spatial(const KernelCall& call, std::string_view name, int rank, int64_t fill);
 // Typed views of the call's buffers.
@@ -135,14 +157,19 @@ bool all_f32(const KernelCall& call);
 int64_t product(const Shape& s, size_t from, size_t to);
 
 // The builders, by family. Each returns nullptr for a configuration it does not cover.
-Result<KernelPtr> build_conv(DnnlContext& ctx, const KernelCall& call);        // conv*, conv_transpose*, grads
+// conv*, conv_transpose*, grads; the activations (not the weights) in the layouts `arena` names
+Result<KernelPtr> build_conv(DnnlContext& ctx, const KernelCall& call, const OperandLayouts& arena);
 Result<KernelPtr> build_matmul(DnnlContext& ctx, const KernelCall& call);      // matmul
-Result<KernelPtr> build_norm(DnnlContext& ctx, const KernelCall& call);        // batch/layer norm and grads
+// batch/layer norm and grads; batch norm's data operands (x, y; dy, x, dx) all in `data_layout` (zero: plain)
+Result<KernelPtr> build_norm(DnnlContext& ctx, const KernelCall& call, const memory::desc& data_layout);
 Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call);     // relu, gelu, binary, softmax, ...
 Result<KernelPtr> build_reduce(DnnlContext& ctx, const KernelCall& call);      // mean, reduce_sum, sum_to, gap
 Result<KernelPtr> build_pool(DnnlContext& ctx, const KernelCall& call);        // pooling and grads
 Result<KernelPtr> build_pool_argmax(DnnlContext& ctx, const KernelCall& call);  // max_pool_argmax, ..._by_argmax
 Result<KernelPtr> build_loops(DnnlContext& ctx, const KernelCall& call);       // movement, fills, copies
 Result<KernelPtr> build_loops_nn(DnnlContext& ctx, const KernelCall& call);    // losses, embedding, updates
+// The layout oneDNN picks for the output of a conv2d/conv3d (dst) or conv_backward_data (diff_src) given free
+// choice; a zero descriptor for every other op or a configuration build_conv declines.
+Result<memory::desc> conv_output_layout(DnnlContext& ctx, const KernelCall& call);
 
 }  // namespace lms::cpu
