@@ -294,7 +294,7 @@ def bench_config(args, name):
     lms_cmd = [args.lms, "train"] + lms_model_args(cfg) + [
         "--device", "cpu", "--steps", str(args.warmup + args.steps), "--data", "synthetic", "--seed", "0",
         "--optimizer", "momentum", "--lr", str(LR), "--momentum", str(MOMENTUM),
-        "--weight-decay", str(WEIGHT_DECAY), "--json"]
+        "--weight-decay", str(WEIGHT_DECAY), "--json"] + args.lms_arg
     ours = json.loads(run(lms_cmd, env=env))
     ours_wall = time.monotonic() - started
     if "step_seconds" in ours:  # per-step times: drop the warm-up steps exactly as on the torch side
@@ -353,6 +353,8 @@ def main():
                    help="configuration to run (repeatable; default: all three)")
     p.add_argument("--lms", default=os.environ.get("LMS", ""), help="the lms binary (default $LMS, then "
                    "build/bin/lms next to this script's repository)")
+    p.add_argument("--lms-arg", action="append", default=[], metavar="ARG",
+                   help="an extra argument for `lms train` (repeatable), e.g. --lms-arg=--cpu-layouts=plain")
     p.add_argument("--steps", type=int, default=10, help="timed steps per side (default 10)")
     p.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps per side (default 3)")
     p.add_argument("--threads", type=int, default=2, help="threads on both sides (default 2)")

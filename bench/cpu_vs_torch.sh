@@ -5,7 +5,8 @@
 # batch, optimizer and threads (2 by default), and prints config, parameters, both median step times (warm-up
 # excluded) and ours/torch. Options (all passed through): --config NAME (repeatable: resnet50, resnet18-32,
 # unet3d-64), --steps K, --warmup W, --threads T, --batch N, --image S, --smoke (small shapes, a quick check,
-# not a measurement), --json FILE, --lms PATH (default $LMS, then build/bin/lms), --torch-blas DIR (a BLAS for
+# not a measurement), --json FILE, --lms PATH (default $LMS, then build/bin/lms), --lms-arg ARG (an extra
+# `lms train` argument, repeatable, e.g. --lms-arg=--cpu-layouts=plain), --torch-blas DIR (a BLAS for
 # the torch side only). Needs Debian's python3-torch, python3-torchvision and an optimized BLAS for torch's
 # im2col convolutions (scripts/install-deps.sh --bench). Run it on an otherwise idle machine.
 set -euo pipefail
