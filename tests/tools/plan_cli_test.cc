@@ -142,6 +142,19 @@ TEST(PlanCommand, CudaWorkspaceIsCudasAndASize) {
                         "--cuda-conv-gemm", "unknown gemm choice");
 }
 
+// --cpu-layouts is the cpu backend's (its effect: tests/backends/cpu_training_test.cc): elsewhere, or with a
+// value other than blocked and plain, one error line.
+TEST(PlanCommand, CpuLayoutsIsCpus) {
+  expect_one_error_line(run_lms("plan --model mlp --budget 1GiB --cpu-layouts plain"),
+                        "--cpu-layouts applies to --device cpu", "plan without a backend");
+  expect_one_error_line(run_lms("train --model mlp --device reference --steps 1 --cpu-layouts plain"),
+                        "--cpu-layouts applies to --device cpu", "reference train");
+  expect_one_error_line(run_lms("profile --model mlp --device reference --cpu-layouts blocked -o x.json"),
+                        "--cpu-layouts applies to --device cpu", "reference profile");
+  expect_one_error_line(run_lms("train --model mlp --device cpu --steps 1 --cpu-layouts nhwc"), "--cpu-layouts",
+                        "unknown layout choice");
+}
+
 TEST(ProfileCommand, MeasuredTimesDrivePlanPredictions) {
   const std::string profile = (testing::temp_dir() / "mlp_profile.json").string();
   auto r = run_lms("profile --model mlp --device reference --steps 2 --warmup 0 --copy-bytes 1MiB -o " + profile);
