@@ -2,8 +2,8 @@
 // element movers reshape, swap_out, swap_in (one memcpy), transpose and broadcast_to (a strided gather whose
 // innermost loop runs over the output's last dimension), concat, slice and slice_grad (block memcpys). The
 // movers copy whole elements of any dtype, as the reference does (an element is 1, 2, 4 or 8 bytes and moves
-// as an unsigned integer of that size), so they are not limited to f32. The target does not link OpenMP for
-// LMS's own code, so these loops are single-threaded; g++ -O2 vectorizes the contiguous ones. Declined
+// as an unsigned integer of that size), so they are not limited to f32. These loops are single-threaded (the
+// copies are memory-bound); g++ -O2 vectorizes the contiguous ones. Declined
 // (reference kernel): constant and scale of non-f32 dtypes, and shapes the reference would reject (it reports
 // them).
 #include <cstdint>

@@ -5,8 +5,8 @@
 // reference's (backends/reference/loss.cc, movement.cc, update.cc, norm.cc); arithmetic is f32 per element,
 // with the few per-call scalars (the loss total, Adam's bias corrections, the running-variance factor) in
 // double. Labels and ids are checked at run time and a bad one is an error naming it, as in the reference.
-// Single-threaded (the target does not link OpenMP for LMS's own code). Declined (reference kernel): any
-// float dtype but f32.
+// The optimizer updates run on OpenMP threads (element-wise: the same bits on any number of threads); the rest
+// is single-threaded. Declined (reference kernel): any float dtype but f32.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -161,6 +161,7 @@ Result<KernelPtr> sgd(DnnlContext& ctx, const KernelCall& call) {
   float* w_out = out_f32(call, 0);
   const int64_t n = call.inputs[0].type->num_elements();
   return loop_kernel(ctx, [=]() -> Result<void> {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
     for (int64_t i = 0; i < n; ++i) w_out[i] = w[i] - lr * (g[i] + wd * w[i]);
     return {};
   });
@@ -177,12 +178,14 @@ Result<KernelPtr> momentum(DnnlContext& ctx, const KernelCall& call) {
   return loop_kernel(ctx, [=]() -> Result<void> {
     // torch.optim.SGD: the step uses the stored (f32) buffer.
     if (nesterov) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
       for (int64_t i = 0; i < n; ++i) {
         const float d = g[i] + wd * w[i], vi = mom * v[i] + d;
         v_out[i] = vi;
         w_out[i] = w[i] - lr * (d + mom * vi);
       }
     } else {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
       for (int64_t i = 0; i < n; ++i) {
         const float d = g[i] + wd * w[i], vi = mom * v[i] + d;
         v_out[i] = vi;
@@ -210,6 +213,7 @@ Result<KernelPtr> adam(DnnlContext& ctx, const KernelCall& call) {
     const auto one_b1 = static_cast<float>(1 - b1), one_b2 = static_cast<float>(1 - b2);
     const auto inv_c1 = static_cast<float>(1 / c1), inv_c2 = static_cast<float>(1 / c2);
     const auto flr = static_cast<float>(lr);
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
     for (int64_t i = 0; i < n; ++i) {
       const float d = g[i] + wd * w[i];
       const float mi = fb1 * m[i] + one_b1 * d, vi = fb2 * v[i] + one_b2 * d * d;

@@ -88,9 +88,13 @@ struct Axis {
   int64_t origin(int64_t o) const { return o * stride - pad; }  // the window's first position (may be padding)
 };
 
-// Calls f(plane, output offset in the plane, od, oh, ow) for every pooled output, planes and outputs in order.
+// Calls f(plane, output offset in the plane, od, oh, ow) for every pooled output: planes on OpenMP threads, a
+// plane's outputs in order.
 template <class F>
 void for_each_output(const std::array<Axis, 3>& a, int64_t planes, F&& f) {
+  // Planes are independent (each writes only its own outputs), and within a plane the order is kept: the same
+  // bits on any number of threads.
+#pragma omp parallel for schedule(static) if (planes * a[0].out * a[1].out * a[2].out > kParallelGrain)
   for (int64_t p = 0; p < planes; ++p) {
     int64_t o = 0;
     for (int64_t od = 0; od < a[0].out; ++od)

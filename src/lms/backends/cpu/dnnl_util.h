@@ -120,6 +120,10 @@ void next_row(std::vector<int64_t>& index, const Extent& extent, const std::vect
 struct OperandLayouts {
   std::vector<memory::desc> in, out;
 };
+// Elements per OpenMP thread below which an own element-wise loop stays on one thread (thread start-up costs
+// microseconds; a loop this short takes about as long).
+inline constexpr int64_t kParallelGrain = int64_t{1} << 15;
+
 // A kernel of one loop step.
 KernelPtr loop_kernel(DnnlContext& ctx, std::function<Result<void>()> f);
 
