@@ -6,6 +6,8 @@
 
 #include "lms/backends/reference/reference_backend.h"
 #ifdef LMS_HAVE_CPU_BACKEND
+#include <omp.h>
+
 #include "lms/backends/cpu/cpu_backend.h"
 #endif
 
@@ -115,6 +117,36 @@ TEST(CpuKernels, WorkspaceBytesAreDeterministic) {
       EXPECT_EQ(a->workspace, 0) << c.name;
     }
   }
+#endif
+}
+
+// The table's *_wide rows (and their gradient cases), above the own loops' threading grain, give the same bits on
+// one OpenMP thread and on two: the forward loss sums its per-position terms in position order afterwards, the
+// argmax pooling, its gradient and the optimizer updates are element- or position-wise.
+TEST(CpuKernels, OwnLoopsGiveTheSameBitsOnAnyThreadCount) {
+#ifndef LMS_HAVE_CPU_BACKEND
+  GTEST_SKIP() << "the cpu backend is not in this build (oneDNN was not found at configure time)";
+#else
+  const int threads = omp_get_max_threads();
+  int wide = 0;
+  for (const OpCase& c : all_cases()) {
+    if (c.name.find("_wide") == std::string::npos) continue;
+    ++wide;
+    std::vector<std::vector<HostTensor>> outputs;
+    for (int n : {1, 2}) {
+      omp_set_num_threads(n);
+      bool fast = false;
+      auto r = run_cpu_call(c, 5, &fast);
+      ASSERT_TRUE(r.has_value()) << c.name << ": " << r.error().str();
+      EXPECT_TRUE(fast) << c.name << ": ran the reference kernel";
+      outputs.push_back(std::move(r->outputs));
+    }
+    omp_set_num_threads(threads);
+    ASSERT_EQ(outputs[0].size(), outputs[1].size()) << c.name;
+    for (size_t o = 0; o < outputs[0].size(); ++o)
+      EXPECT_TRUE(outputs[0][o].data == outputs[1][o].data) << c.name << ": output " << o << " differs";
+  }
+  EXPECT_GE(wide, 9);
 #endif
 }
 

@@ -134,6 +134,7 @@ inline const std::vector<OpCase> kCases = {
     {"max_pool1d", Op::max_pool1d, {{2, 3, 11}}, A({{"kernel", L({3})}, {"stride", L({2})}, {"pad", L({1})}})},
     {"max_pool2d", Op::max_pool2d, {{2, 3, 9, 9}}, A({{"kernel", L({3, 3})}, {"stride", L({2, 2})}, {"pad", L({1, 1})}})},
     {"max_pool2d_default_stride", Op::max_pool2d, {{1, 2, 8, 7}}, A({{"kernel", L({2, 2})}})},
+    {"max_pool2d_wide", Op::max_pool2d, {{2, 17, 64, 64}}, A({{"kernel", L({2, 2})}})},  // see "_wide" below
     {"max_pool3d", Op::max_pool3d, {{1, 2, 5, 6, 7}}, A({{"kernel", L({2, 3, 2})}, {"stride", L({1, 2, 2})}})},
     // A window of 343 positions: the cuda backend's max_pool_grad finds its maximum per input element instead.
     {"max_pool3d_large_window", Op::max_pool3d, {{1, 2, 9, 9, 8}},
@@ -175,10 +176,17 @@ inline const std::vector<OpCase> kCases = {
     {"cross_entropy_spatial", Op::cross_entropy, {{2, 5, 3, 3}, Ids({2, 3, 3}, 5, DType::i64)}, {}},
     {"cross_entropy_grad", Op::cross_entropy_grad, {{}, {8, 10}, Ids({8}, 10)}, {}},
     {"cross_entropy_grad_spatial", Op::cross_entropy_grad, {{}, {2, 5, 3, 3}, Ids({2, 3, 3}, 5)}, {}},
+    // Rows named *_wide are above the cpu backend's OpenMP grain (32768 elements), so its own loops run on
+    // threads (cpu_ops_test.cc checks them for the same bits on one thread and two).
+    {"cross_entropy_wide", Op::cross_entropy, {{64, 1000}, Ids({64}, 1000)}, {}},
+    {"cross_entropy_spatial_wide", Op::cross_entropy, {{2, 3, 80, 80}, Ids({2, 80, 80}, 3, DType::i64)}, {}},
+    {"cross_entropy_grad_wide", Op::cross_entropy_grad, {{}, {64, 1000}, Ids({64}, 1000)}, {}},
+    {"cross_entropy_grad_spatial_wide", Op::cross_entropy_grad, {{}, {2, 3, 80, 80}, Ids({2, 80, 80}, 3)}, {}},
     // Optimizer updates (in place) and batch-norm running statistics.
     {"sgd_update", Op::sgd_update, {{5, 7}, {5, 7}}, A({{"lr", F(0.1)}, {"weight_decay", F(0.01)}})},
     {"momentum_update", Op::momentum_update, {{5, 7}, {5, 7}, {5, 7}}, A({{"lr", F(0.1)}, {"weight_decay", F(0.01)}})},
     {"momentum_nesterov", Op::momentum_update, {{33}, {33}, {33}}, A({{"lr", F(0.1)}, {"nesterov", B(true)}})},
+    {"momentum_update_wide", Op::momentum_update, {{256, 160}, {256, 160}, {256, 160}}, A({{"lr", F(0.1)}})},
     // t in [3, 4): the fourth or fifth step.
     {"adam_update", Op::adam_update, {{5, 7}, {5, 7}, Pos({5, 7}), In({}, DType::f32, 3, 4), {5, 7}},
      A({{"lr", F(0.01)}, {"weight_decay", F(0.01)}})},

@@ -5,12 +5,14 @@
 // reference's (backends/reference/loss.cc, movement.cc, update.cc, norm.cc); arithmetic is f32 per element,
 // with the few per-call scalars (the loss total, Adam's bias corrections, the running-variance factor) in
 // double. Labels and ids are checked at run time and a bad one is an error naming it, as in the reference.
-// The optimizer updates run on OpenMP threads (element-wise: the same bits on any number of threads); the rest
-// is single-threaded. Declined (reference kernel): any float dtype but f32.
+// The losses (over positions; the forward sums its per-position terms afterwards, in position order) and the
+// optimizer updates (element-wise) run on OpenMP threads, with the same bits on any number of threads;
+// embedding and embedding_grad are single-threaded. Declined (reference kernel): any float dtype but f32.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "lms/backends/cpu/dnnl_util.h"
 #include "lms/ops/op.h"
@@ -74,26 +76,32 @@ Result<KernelPtr> cross_entropy(DnnlContext& ctx, const KernelCall& call, bool g
   const float* dloss = grad ? in_f32(call, 0) : nullptr;
   float* out = out_f32(call, 0);
   const LossGeometry geo = *g;
-  return loop_kernel(ctx, [=]() -> Result<void> {
-    const int64_t positions = geo.batch * geo.spatial;
+  const int64_t positions = geo.batch * geo.spatial;
+  // The forward's per-position terms, summed after the parallel loop in position order: the same bits on any
+  // number of threads.
+  std::vector<double> terms(grad ? 0 : static_cast<size_t>(positions));
+  return loop_kernel(ctx, [=]() mutable -> Result<void> {
     LMS_TRY_VOID(check_labels(name, labels, wide, positions, geo.classes));
     const auto scale = grad ? static_cast<float>(static_cast<double>(*dloss) / static_cast<double>(positions)) : 0.f;
-    double total = 0;
-    for (int64_t n = 0; n < geo.batch; ++n)
-      for (int64_t s = 0; s < geo.spatial; ++s) {
-        const int64_t base = n * geo.classes * geo.spatial + s;
-        const float lse = log_sum_exp(logits, base, geo.classes, geo.spatial);
-        const int64_t label = load_index(labels, wide, n * geo.spatial + s);
-        if (!grad) {
-          total += static_cast<double>(lse) - static_cast<double>(logits[base + label * geo.spatial]);
-          continue;
-        }
-        for (int64_t c = 0; c < geo.classes; ++c) {
-          const int64_t i = base + c * geo.spatial;
-          out[i] = scale * (std::exp(logits[i] - lse) - (c == label ? 1.f : 0.f));
-        }
+#pragma omp parallel for schedule(static) if (positions * geo.classes > kParallelGrain)
+    for (int64_t p = 0; p < positions; ++p) {
+      const int64_t base = (p / geo.spatial) * geo.classes * geo.spatial + p % geo.spatial;
+      const float lse = log_sum_exp(logits, base, geo.classes, geo.spatial);
+      const int64_t label = load_index(labels, wide, p);
+      if (!grad) {
+        terms[static_cast<size_t>(p)] =
+            static_cast<double>(lse) - static_cast<double>(logits[base + label * geo.spatial]);
+        continue;
       }
-    if (!grad) *out = static_cast<float>(total / static_cast<double>(positions));
+      for (int64_t c = 0; c < geo.classes; ++c) {
+        const int64_t i = base + c * geo.spatial;
+        out[i] = scale * (std::exp(logits[i] - lse) - (c == label ? 1.f : 0.f));
+      }
+    }
+    if (grad) return {};
+    double total = 0;
+    for (double t : terms) total += t;
+    *out = static_cast<float>(total / static_cast<double>(positions));
     return {};
   });
 }
