@@ -12,6 +12,9 @@
 #include "backends/gpu_presence.h"
 #include "backends/op_cases.h"
 
+#ifdef LMS_HAVE_CUDA_BACKEND
+#include "lms/backends/cuda/cuda_dnn.h"
+#endif
 #include "lms/backends/cuda/cuda_ops.h"
 #include "lms/backends/cuda/kernel_fns.h"
 #include "lms/backends/reference/reference_backend.h"
@@ -92,6 +95,21 @@ TEST_P(CudaOwnKernelsOnHost, MatchReferenceBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaOwnKernelsOnHost, ::testing::ValuesIn(own_cases()), test_name);
+
+// cuBLAS is loaded at run time, not linked (cublas_api.h): on a machine that built the cuda backend the library
+// is found and every entry point the backend calls resolves, GPU or not.
+TEST(CudaCublas, LoadsAtRunTimeWithEveryEntryPoint) {
+#ifndef LMS_HAVE_CUDA_BACKEND
+  GTEST_SKIP() << "the cuda backend is not in this build";
+#else
+  auto path = cuda::load_cublas();
+  ASSERT_TRUE(path.has_value()) << path.error().str();
+  EXPECT_NE(path->find("libcublas"), std::string::npos) << *path;
+  auto again = cuda::load_cublas();  // once per process: the same library
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(*again, *path);
+#endif
+}
 
 // constant has no inputs to infer its type from, so it is not a table row: every dtype's fill, against the
 // reference's.

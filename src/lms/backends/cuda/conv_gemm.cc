@@ -75,10 +75,10 @@ class GemmConvKernel final : public PreparedKernel {
 
   Result<void> run() override {
     std::byte* ws = static_cast<std::byte*>(aligned_workspace(workspace_));
-    LMS_TRY_VOID(cublas_ok(cublasSetWorkspace(ctx_.cublas, ws, static_cast<size_t>(cublas_bytes_)),
+    LMS_TRY_VOID(cublas_ok(ctx_.blas->set_workspace(ctx_.cublas, ws, static_cast<size_t>(cublas_bytes_)),
                            "cublasSetWorkspace", op_));
-    return f64_ ? calls<double>(cublasDgemmStridedBatched, "cublasDgemmStridedBatched", ws)
-                : calls<float>(cublasSgemmStridedBatched, "cublasSgemmStridedBatched", ws);
+    return f64_ ? calls<double>(ctx_.blas->dgemm_strided_batched, "cublasDgemmStridedBatched", ws)
+                : calls<float>(ctx_.blas->sgemm_strided_batched, "cublasSgemmStridedBatched", ws);
   }
 
  private:

@@ -60,11 +60,11 @@ class MatmulKernel final : public PreparedKernel {
     if (out_bytes_ == 0) return {};
     if (k_ == 0)  // every output element is an empty sum
       return cuda_ok(cudaMemsetAsync(out_, 0, static_cast<size_t>(out_bytes_), ctx_.stream), "cudaMemsetAsync", op_);
-    LMS_TRY_VOID(cublas_ok(cublasSetWorkspace(ctx_.cublas, aligned_workspace(workspace_),
-                                              static_cast<size_t>(cublas_workspace_bytes_)),
+    LMS_TRY_VOID(cublas_ok(ctx_.blas->set_workspace(ctx_.cublas, aligned_workspace(workspace_),
+                                                    static_cast<size_t>(cublas_workspace_bytes_)),
                            "cublasSetWorkspace", op_));
-    return f64_ ? gemms<double>(cublasDgemmStridedBatched, "cublasDgemmStridedBatched")
-                : gemms<float>(cublasSgemmStridedBatched, "cublasSgemmStridedBatched");
+    return f64_ ? gemms<double>(ctx_.blas->dgemm_strided_batched, "cublasDgemmStridedBatched")
+                : gemms<float>(ctx_.blas->sgemm_strided_batched, "cublasSgemmStridedBatched");
   }
 
  private:

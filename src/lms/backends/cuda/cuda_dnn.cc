@@ -43,7 +43,9 @@ std::unexpected<Error> cudnn_error(cudnnStatus_t s, std::string_view call, std::
 }
 
 std::unexpected<Error> cublas_error(cublasStatus_t s, std::string_view call, std::string_view subject) {
-  return fail("{} for {}: {}", call, subject, cublasGetStatusName(s));
+  auto api = cublas_api();  // loaded whenever there is a status to name
+  if (!api) return fail("{} for {}: cuBLAS status {}", call, subject, static_cast<int>(s));
+  return fail("{} for {}: {}", call, subject, (*api)->get_status_name(s));
 }
 
 constexpr std::string_view kContextSubject = "the cuda backend's cuDNN/cuBLAS context";
@@ -132,10 +134,12 @@ Result<void> cuda_ok(cudaError_t e, std::string_view call, Op op) {
 void DnnContextDeleter::operator()(DnnContext* c) const {
   if (!c) return;
   // Destruction statuses are ignored: there is nothing a destructor could do about them.
-  if (c->cublas) (void)cublasDestroy(c->cublas);
+  if (c->cublas) (void)c->blas->destroy(c->cublas);
   if (c->cudnn) (void)cudnnDestroy(c->cudnn);
   delete c;
 }
+
+Result<std::string> load_cublas() { return LMS_TRY(cublas_api())->path; }
 
 Result<DnnContextPtr> make_dnn_context(void* compute_stream, const DnnOptions& opts) {
   // cuBLAS: "Workspace size equal to or larger than 16KiB is enough to prevent CUBLAS_STATUS_ALLOC_FAILED".
@@ -159,16 +163,18 @@ Result<DnnContextPtr> make_dnn_context(void* compute_stream, const DnnOptions& o
   };
   LMS_TRY_VOID(dnn(cudnnCreate(&ctx->cudnn), "cudnnCreate"));
   LMS_TRY_VOID(dnn(cudnnSetStream(ctx->cudnn, ctx->stream), "cudnnSetStream"));
-  LMS_TRY_VOID(blas(cublasCreate(&ctx->cublas), "cublasCreate"));
+  const CublasApi* api = LMS_TRY(cublas_api());
+  LMS_TRY_VOID(blas(api->create(&ctx->cublas), "cublasCreate"));
+  ctx->blas = api;
   // cublasSetStream resets the handle's workspace to cuBLAS's own pool; every matmul node sets its planned
   // workspace right before its gemm, so the order here does not matter for them.
-  LMS_TRY_VOID(blas(cublasSetStream(ctx->cublas, ctx->stream), "cublasSetStream"));
+  LMS_TRY_VOID(blas(api->set_stream(ctx->cublas, ctx->stream), "cublasSetStream"));
   // alpha and beta are host scalars; atomics stay off (cuBLAS's default; it concerns routines like symv, gemm sums
   // split reductions deterministically either way).
-  LMS_TRY_VOID(blas(cublasSetPointerMode(ctx->cublas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode"));
-  LMS_TRY_VOID(blas(cublasSetAtomicsMode(ctx->cublas, CUBLAS_ATOMICS_NOT_ALLOWED), "cublasSetAtomicsMode"));
+  LMS_TRY_VOID(blas(api->set_pointer_mode(ctx->cublas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode"));
+  LMS_TRY_VOID(blas(api->set_atomics_mode(ctx->cublas, CUBLAS_ATOMICS_NOT_ALLOWED), "cublasSetAtomicsMode"));
   // DEFAULT keeps f32 gemms in f32 (TF32 only when asked for); it does not affect f64.
-  LMS_TRY_VOID(blas(cublasSetMathMode(ctx->cublas, opts.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+  LMS_TRY_VOID(blas(api->set_math_mode(ctx->cublas, opts.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                     "cublasSetMathMode"));
   return ctx;
 }

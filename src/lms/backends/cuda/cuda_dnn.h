@@ -39,6 +39,10 @@ struct DnnContextDeleter {
 using DnnContextPtr = std::unique_ptr<DnnContext, DnnContextDeleter>;
 Result<DnnContextPtr> make_dnn_context(void* compute_stream, const DnnOptions& opts);
 
+// Loads cuBLAS (cublas_api.h: at run time, once per process) and resolves every entry point the backend calls:
+// the library file, or the error make_dnn_context would report. Needs no GPU.
+Result<std::string> load_cublas();
+
 // One node's prepared kernel, its descriptors bound to the node's arena buffers.
 class DnnKernel {
  public:

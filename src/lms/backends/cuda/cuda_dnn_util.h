@@ -1,5 +1,5 @@
 // Internal to the cuda backend's cuDNN/cuBLAS nodes (cuda_dnn.h), included only by cuda_dnn.cc, cudnn_conv.cc,
-// cudnn_norm_pool.cc and cublas_matmul.cc (it pulls in cudnn.h and cublas_v2.h, which must stay out of
+// cudnn_norm_pool.cc and cublas_matmul.cc (it pulls in cudnn.h and cublas_v2.h (cublas_api.h), which must stay out of
 // cuda_dnn.h): the DnnContext, `PreparedKernel` (a DnnKernel that knows its workspace size), the conversion of
 // cuDNN/cuBLAS/CUDA statuses into one-line errors naming the call and the op, RAII wrappers for cuDNN descriptors,
 // and the attribute and shape helpers the families share. Precondition for everything here: the call passed the
@@ -8,7 +8,6 @@
 // dnn_workspace_bytes (null pointers) and prepare_dnn_kernel, and both see the same algorithm and workspace size.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -18,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "lms/backends/cuda/cublas_api.h"
 #include "lms/backends/cuda/cuda_dnn.h"
 #include "lms/backends/reference/kernel_util.h"
 #include "lms/ops/op.h"
@@ -28,6 +28,7 @@ class DnnContext {
  public:
   cudnnHandle_t cudnn = nullptr;    // bound to `stream`
   cublasHandle_t cublas = nullptr;  // bound to `stream`; its workspace is set by each matmul node before its gemm
+  const CublasApi* blas = nullptr;  // the loaded cuBLAS entry points (set whenever `cublas` is)
   cudaStream_t stream = nullptr;    // the backend's compute stream (not owned)
   DnnOptions opts;
 };
