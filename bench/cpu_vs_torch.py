@@ -12,16 +12,19 @@
 # bench/cpu_vs_torch.sh is the one-command entry; docs/results.md says how to run it and how to read it.
 #
 # The networks on the torch side mirror src/lms/models exactly: torchvision's resnet50; torchvision's resnet18
-# with the small stem of `--small-stem` (3x3 stride-1 pad-1 conv1, no max-pool); and UNet3D below, a line-for-
-# line copy of src/lms/models/unet3d.cc. Both sides end in cross-entropy averaged over every labelled position
-# (the batch; every voxel for unet3d), train batch norm in training mode (eps 1e-5, momentum 0.1, running
-# statistics updated), and update with momentum SGD at LMS's defaults (src/lms/autodiff/optimizer.h: lr 0.01,
-# momentum 0.9, no dampening, weight decay 0, no Nesterov), which is torch.optim.SGD's rule. Inputs are
-# standard-normal images with uniform labels on both sides, made outside the timed region (torch reuses one
-# batch; LMS's synthetic source serves a fresh one per step, fed inside its timed step: a copy of at most
-# about 10 MB).
+# with the small stem of `--small-stem` (3x3 stride-1 pad-1 conv1, no max-pool); UNet3D below, a line-for-line
+# copy of src/lms/models/unet3d.cc; and GPT below, src/lms/models/gpt.cc (GPT-2: pre-layer-norm blocks, fused
+# qkv, exact-erf gelu, tied output embedding), whose attention is written out as LMS runs it (matmul, scale,
+# causal softmax, matmul; Debian's torch 1.13 has no fused scaled_dot_product_attention). Both sides end in
+# cross-entropy averaged over every labelled position (the batch; every voxel for unet3d; every token for gpt),
+# train batch norm in training mode (eps 1e-5, momentum 0.1, running statistics updated), and update with
+# momentum SGD at LMS's defaults (src/lms/autodiff/optimizer.h: lr 0.01, momentum 0.9, no dampening, weight
+# decay 0, no Nesterov), which is torch.optim.SGD's rule. Inputs are standard-normal images (gpt: uniform token
+# ids) with uniform labels on both sides, made outside the timed region (torch reuses one batch; LMS's
+# synthetic source serves a fresh one per step, fed inside its timed step: a copy of at most about 10 MB).
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -47,6 +50,11 @@ CONFIGS = {
         "channels": 4, "depth": 4, "base_filters": 32,
         "smoke": {"batch": 1, "image": 16},
     },
+    # GPT-2 small (124M parameters, 12 layers, width 768, 12 heads, vocabulary 50257) on 4 sequences of 128.
+    "gpt2-128": {
+        "model": "gpt", "batch": 4, "seq": 128, "layers": 12, "hidden_size": 768, "heads": 12, "vocab": 50257,
+        "smoke": {"batch": 2, "seq": 16, "layers": 2, "hidden_size": 64, "heads": 4, "vocab": 512},
+    },
 }
 
 # LMS's optimizer defaults (src/lms/autodiff/optimizer.h, tools/lms/cmd_train.cc), passed explicitly to both
@@ -55,7 +63,8 @@ LR = 0.01
 MOMENTUM = 0.9
 WEIGHT_DECAY = 0.0
 
-# LMS parameter-name suffixes and the PyTorch attribute each corresponds to.
+# LMS parameter-name suffixes and the PyTorch attribute each corresponds to (a name without a dot, like gpt's
+# wte and wpe, is a bare nn.Parameter of the same name on the torch side).
 SUFFIXES = {"w": "weight", "b": "bias", "gamma": "weight", "beta": "bias"}
 PARAM_LINE = re.compile(r"^\s*%([^\s=]+) = param\(\)(?: \{[^}]*\})? : \w+\[([0-9,]*)\]")
 
@@ -90,7 +99,68 @@ def build_torch_model(cfg):
         return m
     if cfg["model"] == "unet3d":
         return UNet3D(cfg["channels"], cfg["classes"], cfg["depth"], cfg["base_filters"])
+    if cfg["model"] == "gpt":
+        return GPT(cfg["layers"], cfg["hidden_size"], cfg["heads"], cfg["seq"], cfg["vocab"])
     raise ValueError(cfg["model"])
+
+
+def GPT(layers, hidden, heads, seq, vocab):  # noqa: N802 (a class factory, named as the class it returns)
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    mask = torch.ones(seq, seq, dtype=torch.bool).triu(1)  # True above the diagonal: the future, masked out
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(hidden, 3 * hidden)
+            self.proj = nn.Linear(hidden, hidden)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = (s.view(b, t, heads, hidden // heads).transpose(1, 2) for s in self.qkv(x).split(hidden, 2))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hidden // heads))
+            att = F.softmax(att.masked_fill(mask[:t, :t], float("-inf")), dim=-1)
+            y = att @ v
+            return self.proj(y.transpose(1, 2).reshape(b, t, hidden))
+
+    class Mlp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(hidden, 4 * hidden)
+            self.proj = nn.Linear(4 * hidden, hidden)
+
+        def forward(self, x):
+            return self.proj(F.gelu(self.fc(x)))  # exact (erf) gelu, as LMS's
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(hidden)
+            self.attn = Attention()
+            self.ln_2 = nn.LayerNorm(hidden)
+            self.mlp = Mlp()
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Parameter(torch.randn(vocab, hidden) * 0.02)
+            self.wpe = nn.Parameter(torch.randn(seq, hidden) * 0.02)
+            self.h = nn.ModuleList(Block() for _ in range(layers))
+            self.ln_f = nn.LayerNorm(hidden)
+
+        def forward(self, ids):
+            x = F.embedding(ids, self.wte) + self.wpe
+            for block in self.h:
+                x = block(x)
+            return (self.ln_f(x) @ self.wte.t()).reshape(-1, vocab)  # tied output embedding
+
+    return Net()
 
 
 def UNet3D(channels, classes, depth, base):  # noqa: N802 (a class factory, named as the class it returns)
@@ -160,11 +230,15 @@ def torch_worker(args):
         print(json.dumps(out))
         return
     model.train()
-    spatial = [cfg["image"]] * (3 if cfg["model"] == "unet3d" else 2)
-    channels = cfg.get("channels", 3)
-    x = torch.randn([cfg["batch"], channels] + spatial)
-    label_shape = [cfg["batch"]] + (spatial if cfg["model"] == "unet3d" else [])
-    labels = torch.randint(0, cfg["classes"], label_shape, dtype=torch.int64)
+    if cfg["model"] == "gpt":
+        x = torch.randint(0, cfg["vocab"], [cfg["batch"], cfg["seq"]], dtype=torch.int64)
+        labels = torch.randint(0, cfg["vocab"], [cfg["batch"] * cfg["seq"]], dtype=torch.int64)
+    else:
+        spatial = [cfg["image"]] * (3 if cfg["model"] == "unet3d" else 2)
+        channels = cfg.get("channels", 3)
+        x = torch.randn([cfg["batch"], channels] + spatial)
+        label_shape = [cfg["batch"]] + (spatial if cfg["model"] == "unet3d" else [])
+        labels = torch.randint(0, cfg["classes"], label_shape, dtype=torch.int64)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, dampening=0, weight_decay=WEIGHT_DECAY,
                           nesterov=False)
     # Which kernel family PyTorch picks for each convolution (Mkldnn, or Slow2d/Slow3d/SlowTranspose3d:
@@ -198,17 +272,34 @@ def torch_worker(args):
         seconds.append(time.perf_counter() - start)
     with open("/proc/self/maps") as maps:
         blas = sorted({line.split()[-1] for line in maps if "blas" in line.split()[-1].rsplit("/", 1)[-1]})
-    out.update(step_seconds=seconds, losses=losses, conv_backends=backends, blas=blas)
+    out.update(step_seconds=seconds, losses=losses, conv_backends=backends, blas=blas, blas_core=openblas_core(blas))
     print(json.dumps(out))
+
+
+def openblas_core(blas):
+    # The kernel family OpenBLAS picked (its run-time CPU detection, or OPENBLAS_CORETYPE), or "" when the
+    # process did not load OpenBLAS.
+    import ctypes
+
+    for path in blas:
+        if "openblas" in path.rsplit("/", 1)[-1]:
+            get = ctypes.CDLL(path).openblas_get_corename
+            get.restype = ctypes.c_char_p
+            return get().decode()
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The driver.
 
 def lms_model_args(cfg):
+    if cfg["model"] == "gpt":
+        return ["--model", "gpt", "--batch", str(cfg["batch"]), "--seq", str(cfg["seq"]), "--layers",
+                str(cfg["layers"]), "--hidden-size", str(cfg["hidden_size"]), "--heads", str(cfg["heads"]),
+                "--vocab", str(cfg["vocab"])]
     a = ["--model", cfg["model"], "--batch", str(cfg["batch"]), "--image", str(cfg["image"]),
          "--classes", str(cfg["classes"])]
-    if cfg["small_stem"]:
+    if cfg.get("small_stem"):
         a.append("--small-stem")
     if cfg["model"] == "unet3d":
         a += ["--channels", str(cfg["channels"]), "--depth", str(cfg["depth"]),
@@ -232,6 +323,9 @@ def lms_params(lms, cfg):
         if not m:
             continue
         base, _, suffix = m.group(1).rpartition(".")
+        if not base:
+            params[suffix] = [int(d) for d in m.group(2).split(",")] if m.group(2) else []
+            continue
         if suffix not in SUFFIXES:
             die(f"lms parameter %{m.group(1)} has no PyTorch counterpart (suffix '{suffix}')")
         shape = [int(d) for d in m.group(2).split(",")] if m.group(2) else []
@@ -280,6 +374,8 @@ def bench_config(args, name):
     if args.batch:
         cfg["batch"] = args.batch
     if args.image:
+        if "image" not in cfg:
+            die(f"--image does not apply to {name} (a {cfg['model']} has no image)")
         cfg["image"] = args.image
     env = thread_env(args.threads)
 
@@ -287,7 +383,8 @@ def bench_config(args, name):
     described = json.loads(run(worker_cmd(args, cfg, describe=True), env=env))
     params = check_same_model(name, ours_params, ours_total, described["params"])
     print(f"[{name}] same model on both sides: {params:,} parameters in {len(ours_params)} tensors; "
-          f"batch {cfg['batch']}, image {cfg['image']}, {args.threads} threads, "
+          f"batch {cfg['batch']}, " + (f"seq {cfg['seq']}" if "seq" in cfg else f"image {cfg['image']}")
+          + f", {args.threads} threads, "
           f"{args.warmup} warm-up + {args.steps} timed steps", file=sys.stderr, flush=True)
 
     started = time.monotonic()
@@ -313,18 +410,24 @@ def bench_config(args, name):
     torch_wall = time.monotonic() - started
     torch_median = statistics.median(theirs["step_seconds"][args.warmup:])
     print(f"[{name}] torch: median {torch_median:.4f} s/step ({torch_wall:.0f} s wall); convolutions: "
-          + ", ".join(f"{k} x{v}" for k, v in sorted(theirs["conv_backends"].items())) + "; BLAS: "
-          + ", ".join(theirs["blas"]), file=sys.stderr, flush=True)
+          + (", ".join(f"{k} x{v}" for k, v in sorted(theirs["conv_backends"].items())) or "none") + "; BLAS: "
+          + ", ".join(theirs["blas"]) + (f" (OpenBLAS core {theirs['blas_core']})" if theirs["blas_core"] else ""),
+          file=sys.stderr, flush=True)
     slow = sum(v for k, v in theirs["conv_backends"].items() if k.startswith("Slow"))
     if slow and any("/blas/" in path for path in theirs["blas"]):
         print(f"[{name}] WARNING: {slow} torch convolutions run im2col + BLAS, and torch loaded Debian's "
               "unoptimized reference BLAS (libblas3): install libopenblas0-pthread (scripts/install-deps.sh "
               "--bench) or pass --torch-blas DIR, else the torch time is not PyTorch's real speed",
               file=sys.stderr, flush=True)
+    if theirs["blas_core"] and env.get("OPENBLAS_CORETYPE"):
+        print(f"[{name}] NOTE: OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} in the environment chose torch's BLAS "
+              "kernels, not OpenBLAS's CPU detection: unset it for PyTorch's speed on this CPU (e.g. an AVX2 core "
+              "on an AVX-512 CPU runs matmuls at half the vector width)", file=sys.stderr, flush=True)
 
     return {
-        "config": name, "model": cfg["model"], "batch": cfg["batch"], "image": cfg["image"],
-        "classes": cfg["classes"], "small_stem": cfg["small_stem"], "params": params, "threads": args.threads,
+        "config": name, "model": cfg["model"], "batch": cfg["batch"], "image": cfg.get("image"),
+        "classes": cfg.get("classes"), "small_stem": cfg.get("small_stem"), "seq": cfg.get("seq"),
+        "params": params, "threads": args.threads,
         "warmup_steps": args.warmup, "timed_steps": args.steps,
         "ours_step_seconds_median": ours_median, "ours_median_includes_warmup": ours_includes_warmup,
         "ours_step_seconds": ours.get("step_seconds"), "ours_losses": ours["losses"],
@@ -332,6 +435,7 @@ def bench_config(args, name):
         "torch_step_seconds_median": torch_median, "torch_step_seconds": theirs["step_seconds"],
         "torch_losses": theirs["losses"], "torch_version": theirs["torch"], "torch_threads": theirs["threads"],
         "torch_conv_backends": theirs["conv_backends"], "torch_blas": theirs["blas"],
+        "torch_blas_core": theirs["blas_core"],
         "torch_wall_seconds": torch_wall,
         "ratio": ours_median / torch_median,
     }
@@ -350,7 +454,7 @@ def print_table(rows):
 def main():
     p = argparse.ArgumentParser(description="Training step time: LMS cpu backend vs PyTorch, side by side.")
     p.add_argument("--config", action="append", choices=sorted(CONFIGS),
-                   help="configuration to run (repeatable; default: all three)")
+                   help="configuration to run (repeatable; default: all)")
     p.add_argument("--lms", default=os.environ.get("LMS", ""), help="the lms binary (default $LMS, then "
                    "build/bin/lms next to this script's repository)")
     p.add_argument("--lms-arg", action="append", default=[], metavar="ARG",
