@@ -158,7 +158,7 @@ def GPT(layers, hidden, heads, seq, vocab):  # noqa: N802 (a class factory, name
             x = F.embedding(ids, self.wte) + self.wpe
             for block in self.h:
                 x = block(x)
-            return (self.ln_f(x) @ self.wte.t()).reshape(-1, vocab)  # tied output embedding
+            return self.ln_f(x.reshape(-1, hidden)) @ self.wte.t()  # flattened, then the tied output embedding
 
     return Net()
 

@@ -95,10 +95,12 @@ Result<void> build_gpt(Graph& g, const ModelOptions& o) {
     h = b.op(Op::add, {h, m}, {}, "res_2");
   }
   b.set_prefix("");
+  // The tokens are flattened before the head, not after it: the head's matmul then writes the logits in the
+  // loss's [B*S, V] shape, and no copy of the largest activation (nor of its gradient) is made to reshape it.
+  h = b.op(Op::reshape, {h}, attrs({{"shape", IntList{tokens, c.hidden}}}), "flat");
   h = layer_norm(b, h, "ln_f");
   ValueId logits = o.untied ? linear(b, h, c.vocab, "lm_head", /*bias=*/false, c.init)
                             : b.op(Op::matmul, {h, wte}, attrs({{"transpose_b", true}}), "lm_head");
-  logits = b.op(Op::reshape, {logits}, attrs({{"shape", IntList{tokens, c.vocab}}}), "logits");
   ValueId flat_labels = b.op(Op::reshape, {labels}, attrs({{"shape", IntList{tokens}}}), "labels.flat");
   ValueId loss = b.op(Op::cross_entropy, {logits, flat_labels}, {}, "loss");
   return finish(g, b, loss);
