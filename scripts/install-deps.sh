@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev   # tests and benchmarks
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev  # command line, JSON, formatting, gzip
   libdnnl-dev ocl-icd-opencl-dev                         # oneDNN 2.x, cpu backend kernels (its CMake config needs OpenCL)
+  libonnx-dev libprotobuf-dev                            # reading .onnx models (ONNX import)
   dataset-fashion-mnist                                  # the real data set used by `lms train`
   clang-14 libclang-rt-14-dev                            # libFuzzer target for the IR parser
 )

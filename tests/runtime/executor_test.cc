@@ -179,5 +179,36 @@ TEST(Executor, CheckpointRestoresARunExactly) {
   EXPECT_TRUE(resumed.executor->load(extra, /*allow_unused=*/true).has_value());
 }
 
+TEST(Executor, GivenValuesReplaceTheirInitializersOnly) {
+  auto program = compile(tiny_training_graph());
+  ASSERT_TRUE(program.has_value()) << program.error().str();
+  ReferenceBackend backend;
+  auto fresh = Executor::create(*program, backend);
+  ASSERT_TRUE(fresh.has_value());
+  ASSERT_TRUE(fresh->initialize(5).has_value());
+  auto init = fresh->persistent_values();
+  ASSERT_TRUE(init.has_value());
+  ASSERT_GE(init->size(), 2u);
+  // One value given (all elements 0.75), plus a name the program lacks (skipped, as an imported model's running
+  // statistics are when the training graph keeps none).
+  const auto& [name, t] = *init->begin();
+  HostTensor given_t(t.type);
+  for (int64_t i = 0; i < t.type.num_elements(); ++i) given_t.set(i, 0.75);
+  std::map<std::string, HostTensor> given = {{name, given_t}, {"not_in_the_program", given_t}};
+  ReferenceBackend backend2;
+  auto ex = Executor::create(*program, backend2);
+  ASSERT_TRUE(ex.has_value()) << ex.error().str();
+  ASSERT_TRUE(ex->initialize(5, &given).has_value());
+  auto values = ex->persistent_values();
+  ASSERT_TRUE(values.has_value());
+  for (const auto& [n, v] : *values)
+    EXPECT_EQ(v.data, n == name ? given_t.data : init->at(n).data) << n;
+
+  given[name] = HostTensor(TensorType{DType::f32, {1}});
+  auto mistyped = ex->initialize(5, &given);
+  ASSERT_FALSE(mistyped.has_value());
+  EXPECT_NE(mistyped.error().str().find("initial value of %" + name), std::string::npos) << mistyped.error().str();
+}
+
 }  // namespace
 }  // namespace lms

@@ -9,6 +9,7 @@
 // Tolerance: relative error below 1e-4, per tensor in the max norm (max |ours - torch| / max |torch|), which
 // is robust to individual gradient entries near zero. The fixture's parameters are exact f32 values and its
 // reference gradients are float64 results rounded to f32, so f64 runs agree to ~1e-7 and f32 runs to ~1e-6.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -19,6 +20,8 @@
 #include "lms/autodiff/autodiff.h"
 #include "lms/backends/reference/interpreter.h"
 #include "lms/io/npz.h"
+#include "lms/io/onnx.h"
+#include "lms/io/onnx_import.h"
 #include "lms/ir/builder.h"
 #include "lms/models/models.h"
 
@@ -202,6 +205,46 @@ TEST(TorchFixtureSensitivityTest, APerturbedParameterIsCaught) {
   const HostTensor& grad = (*values)[gg->outputs()[1].v];
   EXPECT_GT(relative_error(grad, fx->at("grad/fc3.w")), kTolerance);
 }
+
+// ONNX import against PyTorch: the networks tests/fixtures/make_onnx_fixtures.py exported, imported by
+// io/onnx_import.h, must give PyTorch's loss and gradients, and the weights the importer returns must be the
+// file's parameters bit for bit (and no other parameters than the fixture's). Only f32: the files are f32.
+#if LMS_HAVE_ONNX_FILES
+void compare_onnx_with_torch(const std::string& name, int64_t batch) {
+  auto model = read_onnx(kFixtures + name + ".onnx");
+  ASSERT_TRUE(model.has_value()) << model.error().str();
+  OnnxImportOptions opts;
+  opts.batch = batch;
+  auto imported = import_onnx(*model, name, opts);
+  ASSERT_TRUE(imported.has_value()) << imported.error().str();
+  auto fx = read_npz(kFixtures + name + ".npz");
+  ASSERT_TRUE(fx.has_value()) << fx.error().str();
+  int params = 0, stats = 0;
+  for (const auto& [key, t] : imported->weights) {
+    if (key.ends_with(".running_mean") || key.ends_with(".running_var")) {
+      ++stats;
+      continue;
+    }
+    ++params;
+    ASSERT_TRUE(fx->contains(key)) << name << ": the importer's weight %" << key << " is not a PyTorch parameter";
+    EXPECT_EQ(t.data, fx->at(key).data) << name << ": %" << key << " differs from the file's parameter";
+  }
+  EXPECT_EQ(params, static_cast<int>(std::ranges::count_if(*fx, [](const auto& e) {
+              return e.first.starts_with(kGradPrefix);
+            })));
+  EXPECT_GT(stats, 0) << name << ": batch norm statistics should come with the weights";
+  compare_with_torch(imported->forward, name + ".npz", DType::f32);
+}
+
+TEST(TorchOnnxFixtureTest, CnnImportMatchesPyTorch) { compare_onnx_with_torch("onnx_cnn", 4); }
+TEST(TorchOnnxFixtureTest, Seg3dImportMatchesPyTorch) { compare_onnx_with_torch("onnx_seg3d", 2); }
+#else
+TEST(TorchOnnxFixtureTest, ReadingOnnxFilesIsAClearErrorInThisBuild) {
+  auto model = read_onnx(kFixtures + "onnx_cnn.onnx");
+  ASSERT_FALSE(model.has_value());
+  EXPECT_NE(model.error().str().find("configured without libonnx-dev"), std::string::npos) << model.error().str();
+}
+#endif
 
 }  // namespace
 }  // namespace lms

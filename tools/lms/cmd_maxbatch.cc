@@ -22,6 +22,7 @@ struct MaxBatchCmd {
 int run(const MaxBatchCmd& c) {
   auto r = largest_model(c.plan, c.limit, "batch", [](ModelArgs& m, int64_t k) {
     m.batch = k;
+    m.batch_given = true;
     return k;
   });
   if (!r) return report(r.error());
@@ -32,7 +33,7 @@ int run(const MaxBatchCmd& c) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  print_capacity(fmt::format("max batch {}", r->size), c.plan.model.name,
+  print_capacity(fmt::format("max batch {}", r->size), c.plan.model.name.empty() ? c.plan.file : c.plan.model.name,
                  at_limit ? " (the search limit; raise --limit)" : "", *r);
   return kExitOk;
 }
@@ -42,7 +43,7 @@ int run(const MaxBatchCmd& c) {
 void add_maxbatch_command(CLI::App& root, int& exit_code) {
   auto c = std::make_shared<MaxBatchCmd>();
   CLI::App* sub = root.add_subcommand("maxbatch", "The largest batch whose training step fits the budget.");
-  add_plan_options(sub, c->plan, /*with_file=*/false);
+  add_plan_options(sub, c->plan, /*with_file=*/true);
   sub->add_option("--limit", c->limit, "Largest batch searched")->capture_default_str();
   sub->callback([c, &exit_code] { exit_code = run(*c); });
 }

@@ -58,7 +58,7 @@ int run(const OptCmd& c) {
 void add_opt_command(CLI::App& root, int& exit_code) {
   auto c = std::make_shared<OptCmd>();
   CLI::App* sub = root.add_subcommand("opt", "Run a pass pipeline on a graph and print the result.");
-  sub->add_option("FILE", c->file, "Graph in the IR text format (- for stdin)");
+  sub->add_option("FILE", c->file, "Graph in the IR text format (- for stdin), or an ONNX model (.onnx)");
   sub->add_option("--passes", c->passes, "Pipeline, e.g. 'dce,verify' or 'pass{option=value},verify'");
   sub->add_flag("--verify-each", c->verify_each, "Run the verifier after every pass");
   sub->add_flag("--list-passes", c->list, "List the passes and their options, then exit");

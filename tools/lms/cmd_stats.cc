@@ -66,7 +66,7 @@ int run(const StatsCmd& c) {
 void add_stats_command(CLI::App& root, int& exit_code) {
   auto c = std::make_shared<StatsCmd>();
   CLI::App* sub = root.add_subcommand("stats", "Summarize a graph: parameters, FLOPs, nodes, levels, activation bytes, peak without LMS.");
-  sub->add_option("FILE", c->file, "Graph in the IR text format (- for stdin); or use --model");
+  sub->add_option("FILE", c->file, "Graph in the IR text format (- for stdin), or an ONNX model (.onnx); or use --model");
   add_model_options(sub, c->model, /*with_model_flag=*/true);
   add_train_options(sub, c->train);
   sub->add_flag("--json", c->json, "Print one JSON object instead of text");

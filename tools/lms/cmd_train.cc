@@ -188,8 +188,10 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
 int run(const TrainCmd& c) {
   auto opts = options_from(c);
   if (!opts) return report(opts.error());
-  auto forward = load_graph(c.file, c.model);
+  std::map<std::string, HostTensor> weights;  // an imported model's (a checkpoint given with --load wins)
+  auto forward = load_graph(c.file, c.model, &weights);
   if (!forward) return report(forward.error());
+  if (!weights.empty()) opts->given_values = &weights;
   std::map<std::string, HostTensor> checkpoint;
   if (!c.load.empty()) {
     auto values = read_npz(c.load);
@@ -267,7 +269,7 @@ void add_train_command(CLI::App& root, int& exit_code) {
   c->model.batch = kDefaultTrainBatch;
   CLI::App* sub = root.add_subcommand(
       "train", "Train a model on a device under a memory budget: losses, planned and measured peak, step time.");
-  sub->add_option("FILE", c->file, "Forward graph in the IR text format (- for stdin); or use --model");
+  sub->add_option("FILE", c->file, "Forward graph in the IR text format (- for stdin), or an ONNX model (.onnx); or use --model");
   add_model_options(sub, c->model, /*with_model_flag=*/true);
   sub->add_option("--device", c->device, "Backend: reference (plain loops), cpu, cuda")->capture_default_str();
   add_strategy_options(sub, c->planning, /*budget_required=*/false);

@@ -1,9 +1,11 @@
 // Shared command-line helpers (see common.h).
 #include "common.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -11,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "lms/io/onnx_import.h"
 #include "lms/ir/parser.h"
 #include "lms/ir/verifier.h"
 
@@ -18,7 +21,9 @@ namespace lms::cli {
 
 void add_model_options(CLI::App* app, ModelArgs& a, bool with_model_flag) {
   if (with_model_flag) app->add_option("--model", a.name, "Build this model instead of reading a file");
-  app->add_option("--batch", a.batch, "Mini-batch size")->capture_default_str();
+  app->add_option("--batch", a.batch, "Mini-batch size")->capture_default_str()->each([&a](const std::string&) {
+    a.batch_given = true;
+  });
   app->add_option("--image", a.image, "Input size: S (square/cube), HxW or DxHxW (default: the model's)");
   app->add_option("--classes", a.classes, "Number of classes (default: the model's)");
   app->add_option("--channels", a.channels, "Input channels (default: the model's)");
@@ -93,13 +98,48 @@ Result<void> write_text(const std::string& path, const std::string& text) {
   return {};
 }
 
-Result<Graph> load_graph(const std::string& file, const ModelArgs& args) {
+namespace {
+
+// An ONNX model file as a forward graph named after the file. Model options other than --batch describe a
+// built-in model and are refused rather than ignored.
+Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
+                               std::map<std::string, HostTensor>* weights) {
+  const std::pair<bool, std::string_view> unused[] = {
+      {!args.image.empty(), "image"}, {args.classes != 0, "classes"}, {args.channels != 0, "channels"},
+      {args.small_stem, "small-stem"}, {!args.hidden.empty(), "hidden"}, {args.depth != 0, "depth"},
+      {args.base_filters != 0, "base-filters"}, {args.layers != 0, "layers"}, {args.hidden_size != 0, "hidden-size"},
+      {args.heads != 0, "heads"}, {args.seq != 0, "seq"}, {args.vocab != 0, "vocab"}, {args.untied, "untied"},
+      {args.dtype != "f32", "dtype"}};
+  for (const auto& [given, flag] : unused)
+    if (given) return fail("--{} does not apply to an ONNX model (only --batch does)", flag);
+  OnnxModel model = LMS_TRY(read_onnx(file));
+  OnnxImportOptions opts;
+  if (args.batch_given) opts.batch = args.batch;
+  opts.symbolic_batch = args.batch;
+  std::string name = std::filesystem::path(file).stem().string();
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '_';
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) || name[0] == '.' || name[0] == '-')
+    name = "onnx_" + name;
+  auto imported = import_onnx(model, name, opts);
+  if (!imported) return wrap(file, imported.error());
+  if (auto v = verify(imported->forward); !v) return wrap(file, v.error());
+  if (weights) *weights = std::move(imported->weights);
+  return std::move(imported->forward);
+}
+
+}  // namespace
+
+bool is_onnx_file(const std::string& file) { return file.size() > 5 && file.ends_with(".onnx"); }
+
+Result<Graph> load_graph(const std::string& file, const ModelArgs& args, std::map<std::string, HostTensor>* weights) {
   if (!file.empty() && !args.name.empty()) return fail("give a graph FILE or --model NAME, not both");
   if (file.empty()) {
     if (args.name.empty()) return fail("give a graph FILE (- for stdin) or --model NAME");
     ModelOptions o = LMS_TRY(resolve(args));
     return build_model(args.name, o);
   }
+  if (is_onnx_file(file)) return import_onnx_file(file, args, weights);
   std::string text = LMS_TRY(read_text(file));
   std::string shown = file == "-" ? "<stdin>" : file;
   Graph g = LMS_TRY(parse_graph(text, shown));

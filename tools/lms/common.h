@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "lms/ir/graph.h"
 #include "lms/models/models.h"
+#include "lms/runtime/tensor.h"
 #include "lms/support/error.h"
 #include "lms/support/size.h"  // format_size, parse_size
 
@@ -27,6 +29,7 @@ inline constexpr int64_t kDefaultTrainBatch = 32;
 struct ModelArgs {
   std::string name;       // --model NAME (or the positional NAME of `lms model`)
   int64_t batch = 1;      // --batch
+  bool batch_given = false;  // --batch was on the command line (an ONNX model otherwise keeps its own batch)
   std::string image;      // --image S | HxW | DxHxW
   int64_t classes = 0;    // --classes (0: model default)
   int64_t channels = 0;   // --channels (0: model default)
@@ -42,8 +45,13 @@ struct ModelArgs {
 void add_model_options(CLI::App* app, ModelArgs& args, bool with_model_flag);
 Result<ModelOptions> resolve(const ModelArgs& args);
 
-// A graph from FILE ("-" = stdin, parsed and verified) or, when FILE is empty, from --model.
-Result<Graph> load_graph(const std::string& file, const ModelArgs& args);
+// A graph from FILE ("-" = stdin, parsed and verified; a FILE ending in .onnx is imported, io/onnx_import.h) or,
+// when FILE is empty, from --model. An imported model's weights go to `weights` when given.
+Result<Graph> load_graph(const std::string& file, const ModelArgs& args,
+                         std::map<std::string, HostTensor>* weights = nullptr);
+
+// Whether FILE names an ONNX model (ends in ".onnx"): imported as a forward graph whose batch --batch can set.
+bool is_onnx_file(const std::string& file);
 
 Result<std::string> read_text(const std::string& path);                  // "-" = stdin
 Result<void> write_text(const std::string& path, const std::string& text);  // "" or "-" = stdout

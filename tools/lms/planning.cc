@@ -11,7 +11,9 @@
 namespace lms::cli {
 
 void add_plan_options(CLI::App* app, PlanArgs& a, bool with_file) {
-  if (with_file) app->add_option("FILE", a.file, "Graph in the IR text format (- for stdin); or use --model");
+  if (with_file) {
+    app->add_option("FILE", a.file, "Graph in the IR text format (- for stdin), or an ONNX model (.onnx); or use --model");
+  }
   add_model_options(app, a.model, /*with_model_flag=*/true);
   add_train_options(app, a.train);
   add_strategy_options(app, a.strategy, /*budget_required=*/true);
@@ -32,7 +34,8 @@ void add_picture_options(CLI::App* app, PlanArgs& a) {
 Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model) {
   Graph g = LMS_TRY(load_graph(a.file, model));
   TrainArgs train = a.train;
-  if (a.file.empty() && train.optimizer.empty()) train.optimizer = "momentum";  // a model is planned for training
+  // A model (built or imported) is planned for training; a text FILE as given.
+  if ((a.file.empty() || is_onnx_file(a.file)) && train.optimizer.empty()) train.optimizer = "momentum";
   return apply_train(std::move(g), train);
 }
 
@@ -68,7 +71,8 @@ Result<int64_t> largest_fitting(int64_t limit, const std::function<Result<bool>(
 
 Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::string& what,
                                const std::function<int64_t(ModelArgs&, int64_t)>& apply) {
-  if (a.model.name.empty()) return fail("needs --model NAME (the {} is a model option)", what);
+  if (a.model.name.empty() && !is_onnx_file(a.file))
+    return fail("needs --model NAME or an ONNX FILE (the {} is a model option)", what);
   if (limit < 1) return fail("--limit must be >= 1, got {}", limit);
   std::unique_ptr<Backend> backend;
   StrategyOptions opts = LMS_TRY(planning_options(a, backend));

@@ -74,9 +74,18 @@ Result<HostTensor> Executor::read(ValueId v) const {
   return t;
 }
 
-Result<void> Executor::initialize(uint64_t seed) {
+Result<void> Executor::initialize(uint64_t seed, const std::map<std::string, HostTensor>* given) {
   const Graph& g = program_->graph();
   for (ValueId v : program_->persistent_values()) {
+    const Value& val = g.value(v);
+    auto it = given ? given->find(val.name) : std::map<std::string, HostTensor>::const_iterator{};
+    if (given && it != given->end()) {
+      if (it->second.type != val.type)
+        return fail("initial value of %{}: the tensor given is {}, the value is {}", val.name,
+                    to_string(it->second.type), to_string(val.type));
+      LMS_TRY_VOID(write(v, it->second));
+      continue;
+    }
     HostTensor t = LMS_TRY(initial_value(g, v, seed));
     LMS_TRY_VOID(write(v, t));
   }

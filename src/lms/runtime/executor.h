@@ -66,8 +66,10 @@ class Executor {
 
   const Program& program() const { return *program_; }
 
-  // Writes every parameter and state value from its initializer (runtime/init.h) with this seed.
-  Result<void> initialize(uint64_t seed);
+  // Writes every parameter and state value from its initializer (runtime/init.h) with this seed, or from `given`
+  // where that names the value (an imported model's weights; the type must match exactly). Names in `given` that
+  // the program lacks are skipped: running statistics, say, when the training graph keeps none.
+  Result<void> initialize(uint64_t seed, const std::map<std::string, HostTensor>* given = nullptr);
   // Writes parameters and state by value name (a checkpoint), after check_checkpoint (`allow_unused`: evaluating
   // a forward graph with a training checkpoint that also holds optimizer state).
   Result<void> load(const std::map<std::string, HostTensor>& values, bool allow_unused = false);

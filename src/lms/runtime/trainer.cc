@@ -170,7 +170,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
     if (opts.initial_values) {
       LMS_TRY_VOID(ex.load(*opts.initial_values));
     } else {
-      LMS_TRY_VOID(ex.initialize(opts.seed));
+      LMS_TRY_VOID(ex.initialize(opts.seed, opts.given_values));
     }
     rep.start_seconds = seconds_since(start_up);
     std::vector<double> feed_seconds;

@@ -44,6 +44,8 @@ struct TrainOptions {
   DataOptions data;                          // data kind and directory; its seed is replaced by `seed`
   uint64_t seed = 0;                         // initial values and the data (contents and order)
   const std::map<std::string, HostTensor>* initial_values = nullptr;  // start from these (a checkpoint)
+  const std::map<std::string, HostTensor>* given_values = nullptr;  // else: these values where they name one (an
+                                                                    // imported model's weights), init for the rest
   bool keep_values = false;                  // return the trained parameters and state
   bool evaluate = false;                     // measure accuracy on the test split after training
   bool validate = true;                      // poison and scan every step to measure the touched peak

@@ -1,0 +1,271 @@
+// ONNX import (io/onnx_import.h) on models built here as OnnxModel values, so that these tests need no .onnx
+// file and run in every build: shape arithmetic folded away at another batch, batch-norm statistics as the
+// initial running state, constant factors as `scale`, and one clear error naming the node for each thing the
+// importer refuses. tests/torch/torch_fixture_test.cc checks real PyTorch exports against PyTorch's gradients.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "lms/autodiff/optimizer.h"
+#include "lms/io/onnx_import.h"
+#include "lms/ir/verifier.h"
+
+namespace lms {
+namespace {
+
+OnnxAttribute int_attr(std::string name, int64_t v) {
+  OnnxAttribute a;
+  a.name = std::move(name);
+  a.kind = OnnxAttribute::Kind::i;
+  a.i = v;
+  return a;
+}
+OnnxAttribute float_attr(std::string name, double v) {
+  OnnxAttribute a;
+  a.name = std::move(name);
+  a.kind = OnnxAttribute::Kind::f;
+  a.f = v;
+  return a;
+}
+OnnxAttribute ints_attr(std::string name, std::vector<int64_t> v) {
+  OnnxAttribute a;
+  a.name = std::move(name);
+  a.kind = OnnxAttribute::Kind::ints;
+  a.ints = std::move(v);
+  return a;
+}
+
+OnnxNode node(std::string op, std::vector<std::string> in, std::vector<std::string> out,
+              std::vector<OnnxAttribute> attributes = {}) {
+  OnnxNode n;
+  n.op_type = std::move(op);
+  n.name = n.op_type + "_" + out.at(0);
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.attributes = std::move(attributes);
+  return n;
+}
+
+// A float input with dims (nullopt: symbolic, named "n").
+OnnxValueInfo input(std::string name, std::vector<std::optional<int64_t>> dims) {
+  OnnxValueInfo v;
+  v.name = std::move(name);
+  v.elem_type = 1;  // FLOAT
+  v.dims = std::move(dims);
+  for (const auto& d : v.dims) v.dim_names.push_back(d ? "" : "n");
+  return v;
+}
+
+// An f32 tensor with elements start, start + step, ...
+HostTensor f32(Shape shape, double start = 0.5, double step = 0.25) {
+  HostTensor t(TensorType{DType::f32, std::move(shape)});
+  for (int64_t i = 0; i < t.type.num_elements(); ++i) t.set(i, start + step * static_cast<double>(i));
+  return t;
+}
+HostTensor i64(std::vector<int64_t> v, Shape shape) {
+  HostTensor t(TensorType{DType::i64, std::move(shape)});
+  std::memcpy(t.data.data(), v.data(), t.data.size());
+  return t;
+}
+
+int count_op(const Graph& g, Op op) {
+  int n = 0;
+  for (NodeId id : g.node_ids()) n += g.node(id).op == op;
+  return n;
+}
+const Node* find_op(const Graph& g, Op op) {
+  for (NodeId id : g.node_ids())
+    if (g.node(id).op == op) return &g.node(id);
+  return nullptr;
+}
+
+// x[n,4,2,2] -> x.view(x.size(0), -1) as PyTorch exports it with a symbolic batch -> Gemm to 3 classes.
+OnnxModel dynamic_flatten_model() {
+  OnnxModel m;
+  m.opset = 13;
+  m.inputs = {input("x", {std::nullopt, 4, 2, 2})};
+  m.outputs = {input("logits", {std::nullopt, 3})};
+  m.initializers = {{"fc.weight", f32({3, 16})}, {"fc.bias", f32({3}, -1.0, 0.5)},
+                    {"zero", i64({0}, {})}, {"axes0", i64({0}, {1})}, {"minus_one", i64({-1}, {1})}};
+  m.nodes = {node("Shape", {"x"}, {"s"}),
+             node("Gather", {"s", "zero"}, {"n"}, {int_attr("axis", 0)}),
+             node("Unsqueeze", {"n", "axes0"}, {"n1"}),
+             node("Concat", {"n1", "minus_one"}, {"target"}, {int_attr("axis", 0)}),
+             node("Reshape", {"x", "target"}, {"flat"}),
+             node("Gemm", {"flat", "fc.weight", "fc.bias"}, {"logits"}, {int_attr("transB", 1)})};
+  return m;
+}
+
+TEST(OnnxImport, ShapeArithmeticIsFoldedAtAnotherBatch) {
+  OnnxImportOptions opts;
+  opts.batch = 5;
+  auto m = import_onnx(dynamic_flatten_model(), "flat", opts);
+  ASSERT_TRUE(m.has_value()) << m.error().str();
+  const Graph& g = m->forward;
+  ASSERT_TRUE(verify(g).has_value()) << verify(g).error().str();
+  EXPECT_EQ(to_string(g.value(*g.find_value("x")).type), "f32[5,4,2,2]");
+  EXPECT_EQ(to_string(g.value(*g.find_value("labels")).type), "i64[5]");
+  ASSERT_EQ(count_op(g, Op::reshape), 1) << "Shape/Gather/Unsqueeze/Concat fold into one reshape";
+  EXPECT_EQ(std::get<IntList>(*find_op(g, Op::reshape)->attrs.find("shape")), (IntList{5, 16}));
+  EXPECT_EQ(count_op(g, Op::matmul), 1);
+  EXPECT_EQ(count_op(g, Op::bias_add), 1) << "Gemm's 1-D C is a bias";
+  EXPECT_EQ(count_op(g, Op::cross_entropy), 1);
+  // The weights are the initializers, byte for byte, under the parameters' names; integer constants are not.
+  ASSERT_EQ(m->weights.size(), 2u);
+  EXPECT_EQ(m->weights.at("fc.weight").data, f32({3, 16}).data);
+  EXPECT_EQ(m->weights.at("fc.bias").data, f32({3}, -1.0, 0.5).data);
+  EXPECT_EQ(g.node(g.value(*g.find_value("fc.weight")).producer).op, Op::param);
+
+  // Without --batch, a symbolic batch takes `symbolic_batch`.
+  OnnxImportOptions fallback;
+  fallback.symbolic_batch = 2;
+  auto m2 = import_onnx(dynamic_flatten_model(), "flat", fallback);
+  ASSERT_TRUE(m2.has_value()) << m2.error().str();
+  EXPECT_EQ(to_string(m2->forward.value(*m2->forward.find_value("x")).type), "f32[2,4,2,2]");
+}
+
+TEST(OnnxImport, BatchNormStatisticsBecomeTheRunningState) {
+  OnnxModel m;
+  m.opset = 14;
+  m.inputs = {input("x", {2, 3, 4, 4})};
+  m.outputs = {input("y", {2, 3})};
+  m.initializers = {{"bn.weight", f32({3}, 1.0)}, {"bn.bias", f32({3}, 0.0)},
+                    {"bn.running_mean", f32({3}, 0.1, 0.1)}, {"bn.running_var", f32({3}, 2.0, 1.0)}};
+  m.nodes = {node("BatchNormalization", {"x", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
+                  {"bn_out"}, {float_attr("epsilon", 1e-3), float_attr("momentum", 0.75)}),
+             node("GlobalAveragePool", {"bn_out"}, {"pooled"}),
+             node("Flatten", {"pooled"}, {"y"}, {int_attr("axis", 1)})};
+  auto imported = import_onnx(m, "bn");
+  ASSERT_TRUE(imported.has_value()) << imported.error().str();
+  const Graph& g = imported->forward;
+  const Node* bn = find_op(g, Op::batch_norm);
+  ASSERT_NE(bn, nullptr);
+  EXPECT_DOUBLE_EQ(std::get<double>(*bn->attrs.find("eps")), 1e-3);
+  EXPECT_DOUBLE_EQ(std::get<double>(*bn->attrs.find("momentum")), 0.25) << "ONNX weighs the old value by momentum";
+  EXPECT_EQ(count_op(g, Op::reshape), 0) << "GlobalAveragePool then Flatten needs no copy";
+  const std::string name = g.value(bn->outputs[0]).name;
+  ASSERT_TRUE(imported->weights.contains(name + ".running_mean"));
+  EXPECT_EQ(imported->weights.at(name + ".running_mean").data, f32({3}, 0.1, 0.1).data);
+  EXPECT_EQ(imported->weights.at(name + ".running_var").data, f32({3}, 2.0, 1.0).data);
+  EXPECT_FALSE(g.find_value("bn.running_mean").has_value()) << "statistics are not parameters";
+  // The training graph has state values of exactly those names, so the weights initialize them.
+  auto train = build_training_graph(g, TrainingOptions{});
+  ASSERT_TRUE(train.has_value()) << train.error().str();
+  for (const auto& [key, t] : imported->weights) {
+    auto v = train->find_value(key);
+    ASSERT_TRUE(v.has_value()) << key;
+    EXPECT_TRUE(train->is_persistent(*v)) << key;
+    EXPECT_EQ(train->value(*v).type, t.type) << key;
+  }
+}
+
+TEST(OnnxImport, ConstantFactorsAreScales) {
+  OnnxModel m;
+  m.opset = 14;
+  m.inputs = {input("x", {2, 4})};
+  m.outputs = {input("y", {2, 4})};
+  m.initializers = {{"half", f32({}, 0.5)}, {"four", f32({1}, 4.0)}};
+  m.nodes = {node("Mul", {"half", "x"}, {"a"}), node("Div", {"a", "four"}, {"b"}), node("Sub", {"x", "b"}, {"y"})};
+  auto imported = import_onnx(m, "scales");
+  ASSERT_TRUE(imported.has_value()) << imported.error().str();
+  const Graph& g = imported->forward;
+  EXPECT_EQ(count_op(g, Op::scale), 3) << "Mul, Div and Sub's negation";
+  EXPECT_EQ(count_op(g, Op::add), 1);
+  EXPECT_EQ(count_op(g, Op::param), 0);
+  EXPECT_TRUE(imported->weights.empty());
+  std::vector<double> factors;
+  for (NodeId id : g.node_ids())
+    if (g.node(id).op == Op::scale) factors.push_back(std::get<double>(*g.node(id).attrs.find("factor")));
+  EXPECT_EQ(factors, (std::vector<double>{0.5, 0.25, -1.0}));
+}
+
+// A valid conv net to break one thing at a time: x[2,3,8,8] -> Conv(3->4, 3x3, pad 1) -> Relu -> MaxPool 2 ->
+// GlobalAveragePool -> Flatten.
+OnnxModel conv_model() {
+  OnnxModel m;
+  m.opset = 14;
+  m.inputs = {input("x", {std::nullopt, 3, 8, 8})};
+  m.outputs = {input("y", {std::nullopt, 4})};
+  m.initializers = {{"w", f32({4, 3, 3, 3})}};
+  m.nodes = {node("Conv", {"x", "w"}, {"c"}, {ints_attr("pads", {1, 1, 1, 1}), ints_attr("kernel_shape", {3, 3})}),
+             node("Relu", {"c"}, {"r"}),
+             node("MaxPool", {"r"}, {"p"}, {ints_attr("kernel_shape", {2, 2}), ints_attr("strides", {2, 2})}),
+             node("GlobalAveragePool", {"p"}, {"g"}),
+             node("Flatten", {"g"}, {"y"})};
+  return m;
+}
+
+TEST(OnnxImport, RefusalsNameTheNode) {
+  ASSERT_TRUE(import_onnx(conv_model(), "ok").has_value());
+  struct Case {
+    const char* what;
+    std::function<void(OnnxModel&)> edit;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"unsupported op", [](OnnxModel& m) { m.nodes[1].op_type = "Sigmoid"; },
+       "node 'Relu_r' (Sigmoid): operator not supported (LMS imports: Add, AveragePool,"},
+      {"asymmetric pads", [](OnnxModel& m) { m.nodes[0].attributes[0].ints = {0, 0, 1, 1}; },
+       "node 'Conv_c' (Conv): asymmetric padding [0,0,1,1]"},
+      {"auto_pad", [](OnnxModel& m) {
+         OnnxAttribute a;
+         a.name = "auto_pad";
+         a.kind = OnnxAttribute::Kind::s;
+         a.s = "SAME_UPPER";
+         m.nodes[0].attributes.push_back(a);
+       }, "auto_pad 'SAME_UPPER' is not supported"},
+      {"ceil mode", [](OnnxModel& m) { m.nodes[2].attributes.push_back(int_attr("ceil_mode", 1)); },
+       "node 'MaxPool_p' (MaxPool): ceil_mode 1"},
+      {"attribute kind", [](OnnxModel& m) { m.nodes[0].attributes.push_back(float_attr("group", 1)); },
+       "attribute 'group' has the wrong kind"},
+      {"custom domain", [](OnnxModel& m) { m.nodes[1].domain = "com.microsoft"; }, "domain 'com.microsoft'"},
+      {"second data input", [](OnnxModel& m) { m.inputs.push_back(input("mask", {2, 8})); },
+       "the model has 2 data inputs ('x', 'mask')"},
+      {"symbolic size", [](OnnxModel& m) {
+         m.inputs[0].dims[2] = std::nullopt;
+         m.inputs[0].dim_names[2] = "height";
+       }, "input 'x': dimension 2 is symbolic ('height')"},
+      {"unknown tensor", [](OnnxModel& m) { m.nodes[1].inputs[0] = "nowhere"; },
+       "input 'nowhere' is not produced by any node"},
+      {"two outputs", [](OnnxModel& m) { m.outputs.push_back(input("c", {2, 4, 8, 8})); }, "the model has 2 outputs"},
+      {"not logits", [](OnnxModel& m) {
+         m.nodes.push_back(node("ReduceMean", {"y"}, {"s"}, {int_attr("keepdims", 0)}));
+         m.outputs[0].name = "s";
+       }, "output 's' is f32[]; a classifier's logits"},
+      {"shape rule", [](OnnxModel& m) { m.initializers[0].second = f32({4, 2, 3, 3}); }, "node 'Conv_c' (Conv):"},
+      {"training dropout", [](OnnxModel& m) {
+         m.initializers.push_back({"ratio", f32({}, 0.5)});
+         m.initializers.push_back({"train", i64({1}, {})});
+         m.nodes.insert(m.nodes.begin() + 2, node("Dropout", {"r", "ratio", "train"}, {"d"}));
+         m.nodes[3].inputs[0] = "d";
+       }, "training-mode dropout is not supported"},
+  };
+  for (const Case& c : cases) {
+    OnnxModel m = conv_model();
+    c.edit(m);
+    auto r = import_onnx(m, "bad");
+    ASSERT_FALSE(r.has_value()) << c.what;
+    EXPECT_NE(r.error().str().find(c.needle), std::string::npos) << c.what << ": " << r.error().str();
+    EXPECT_EQ(r.error().str().find('\n'), std::string::npos) << c.what;
+  }
+}
+
+TEST(OnnxImport, FixedBatchReshapeAtAnotherBatchSaysWhy) {
+  OnnxModel m = dynamic_flatten_model();
+  m.inputs[0].dims[0] = 2;  // exported at batch 2 with the batch folded into the target shape
+  m.initializers.push_back({"fixed", i64({2, 16}, {2})});
+  m.nodes.erase(m.nodes.begin(), m.nodes.begin() + 4);
+  m.nodes[0].inputs[1] = "fixed";
+  ASSERT_TRUE(import_onnx(m, "fixed").has_value()) << "at its own batch it imports";
+  OnnxImportOptions opts;
+  opts.batch = 3;
+  auto r = import_onnx(m, "fixed", opts);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().str().find("cannot reshape [3,4,2,2] (48 elements) to [2,16]"), std::string::npos)
+      << r.error().str();
+  EXPECT_NE(r.error().str().find("symbolic batch dimension"), std::string::npos) << r.error().str();
+}
+
+}  // namespace
+}  // namespace lms

@@ -1,0 +1,80 @@
+// `lms` with an ONNX model file: `train` starts from the file's weights (a step with learning rate 0 saves them
+// back unchanged), `maxbatch` searches an exported model's batch, the model is planned for training by default,
+// and options that describe built-in models, or files that are not ONNX models, are one-line errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lms/io/npz.h"
+#include "tools/cli_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using lms::testing::CmdResult;
+using lms::testing::expect_one_error_line;
+using lms::testing::temp_dir;
+
+CmdResult lms(const std::string& args) { return lms::testing::run_lms(args); }
+
+const std::string kCnn = std::string(LMS_SOURCE_DIR) + "/tests/fixtures/onnx_cnn.onnx";
+
+#if LMS_HAVE_ONNX_FILES
+TEST(OnnxCommand, TrainingStartsFromTheFilesWeights) {
+  const fs::path saved = temp_dir() / "onnx_cnn_trained.npz";
+  CmdResult r = lms("train " + kCnn + " --device reference --batch 4 --steps 1 --lr 0 --json --save " + saved.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto ckpt = lms::read_npz(saved.string());
+  ASSERT_TRUE(ckpt.has_value()) << ckpt.error().str();
+  auto fixture = lms::read_npz(std::string(LMS_SOURCE_DIR) + "/tests/fixtures/onnx_cnn.npz");
+  ASSERT_TRUE(fixture.has_value()) << fixture.error().str();
+  int compared = 0;
+  for (const auto& [name, t] : *fixture) {
+    if (name == "x" || name == "labels" || name == "loss" || name.starts_with("grad/")) continue;
+    ASSERT_TRUE(ckpt->contains(name)) << name;
+    EXPECT_EQ(ckpt->at(name).data, t.data) << name << ": with lr 0 the parameter stays the file's";
+    ++compared;
+  }
+  EXPECT_EQ(compared, 10);
+  // The batch norm's running statistics are state of the trained model, named after the normalized value.
+  EXPECT_TRUE(ckpt->contains("bn1_BatchNormalization_output_0.running_mean"));
+  fs::remove(saved);
+}
+
+TEST(OnnxCommand, PlanAndMaxBatch) {
+  CmdResult plan = lms("plan " + kCnn + " --batch 64 --budget 1GiB --json");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  auto p = nlohmann::json::parse(plan.out);
+  EXPECT_TRUE(p["fits"].get<bool>());
+  EXPECT_GT(p["param_bytes"].get<int64_t>(), 0);
+  CmdResult mb = lms("maxbatch " + kCnn + " --budget 1MiB --strategy none --json");
+  ASSERT_EQ(mb.status, 0) << mb.err;
+  const int64_t max_batch = nlohmann::json::parse(mb.out)["max_batch"];
+  EXPECT_GT(max_batch, 8);
+  // The answer is what plan says: that batch fits and the next does not.
+  EXPECT_EQ(lms("plan " + kCnn + " --batch " + std::to_string(max_batch) + " --budget 1MiB").status, 0);
+  CmdResult past = lms("plan " + kCnn + " --batch " + std::to_string(max_batch + 1) + " --budget 1MiB");
+  EXPECT_NE(past.status, 0);
+  EXPECT_NE(past.out.find("does NOT fit"), std::string::npos) << past.out;
+}
+#endif
+
+TEST(OnnxCommand, BadInputIsOneErrorLine) {
+  const fs::path not_onnx = temp_dir() / "not_a_model.onnx";
+  std::ofstream(not_onnx) << "graph g {\n}\n";
+  expect_one_error_line(lms("stats " + not_onnx.string()), "not_a_model.onnx", "text in an .onnx file");
+  expect_one_error_line(lms("stats /nonexistent/model.onnx"), "/nonexistent/model.onnx", "missing file");
+  fs::remove(not_onnx);
+#if LMS_HAVE_ONNX_FILES
+  expect_one_error_line(lms("stats " + kCnn + " --image 32"), "--image does not apply to an ONNX model", "--image");
+  expect_one_error_line(lms("train " + kCnn + " --device reference --steps 1 --classes 3"),
+                        "--classes does not apply", "--classes");
+#endif
+}
+
+}  // namespace
