@@ -116,10 +116,8 @@ Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
   OnnxImportOptions opts;
   if (args.batch_given) opts.batch = args.batch;
   opts.symbolic_batch = args.batch;
-  std::string name = std::filesystem::path(file).stem().string();
-  for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '_';
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) || name[0] == '.' || name[0] == '-')
+  std::string name = legal_name(std::filesystem::path(file).stem().string());
+  if (std::isdigit(static_cast<unsigned char>(name[0])) || name[0] == '.' || name[0] == '-')
     name = "onnx_" + name;
   auto imported = import_onnx(model, name, opts);
   if (!imported) return wrap(file, imported.error());

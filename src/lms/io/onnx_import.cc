@@ -20,18 +20,6 @@ namespace {
 
 using Kind = OnnxAttribute::Kind;
 
-// A name the IR accepts ([A-Za-z0-9_.-]+): other characters become '_'; leading '/' (PyTorch 2's scoped names)
-// are dropped.
-std::string legal_name(std::string_view onnx) {
-  while (onnx.starts_with('/')) onnx.remove_prefix(1);
-  std::string out;
-  for (char c : onnx) {
-    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
-    out += ok ? c : '_';
-  }
-  return out.empty() ? std::string("v") : out;
-}
-
 // The product of s[from, to), or -1 past kMaxImportElements (so no size arithmetic overflows).
 constexpr int64_t kMaxImportElements = int64_t{1} << 48;  // as the model builders' limit (models/layers.h)
 int64_t product(const Shape& s, size_t from, size_t to) {
@@ -638,6 +626,16 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
 }
 
 }  // namespace
+
+std::string legal_name(std::string_view onnx) {
+  while (onnx.starts_with('/')) onnx.remove_prefix(1);  // PyTorch 2's scoped names
+  std::string out;
+  for (char c : onnx) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+    out += ok ? c : '_';
+  }
+  return out.empty() ? std::string("v") : out;
+}
 
 std::vector<std::string_view> onnx_supported_ops() {
   std::vector<std::string_view> out;

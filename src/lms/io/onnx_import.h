@@ -35,6 +35,9 @@ struct ImportedModel {
   std::map<std::string, HostTensor> weights;  // initial values by value name: parameters and running statistics
 };
 
+// An ONNX name as the IR accepts it ([A-Za-z0-9_.-]+): other characters become '_', leading '/' are dropped.
+std::string legal_name(std::string_view onnx);
+
 // Every ONNX operator the importer maps, sorted ("Add", "AveragePool", ...).
 std::vector<std::string_view> onnx_supported_ops();
 
