@@ -8,44 +8,12 @@
 #include <functional>
 
 #include "lms/autodiff/optimizer.h"
+#include "io/onnx_nodes.h"
 #include "lms/io/onnx_import.h"
 #include "lms/ir/verifier.h"
 
 namespace lms {
 namespace {
-
-OnnxAttribute int_attr(std::string name, int64_t v) {
-  OnnxAttribute a;
-  a.name = std::move(name);
-  a.kind = OnnxAttribute::Kind::i;
-  a.i = v;
-  return a;
-}
-OnnxAttribute float_attr(std::string name, double v) {
-  OnnxAttribute a;
-  a.name = std::move(name);
-  a.kind = OnnxAttribute::Kind::f;
-  a.f = v;
-  return a;
-}
-OnnxAttribute ints_attr(std::string name, std::vector<int64_t> v) {
-  OnnxAttribute a;
-  a.name = std::move(name);
-  a.kind = OnnxAttribute::Kind::ints;
-  a.ints = std::move(v);
-  return a;
-}
-
-OnnxNode node(std::string op, std::vector<std::string> in, std::vector<std::string> out,
-              std::vector<OnnxAttribute> attributes = {}) {
-  OnnxNode n;
-  n.op_type = std::move(op);
-  n.name = n.op_type + "_" + out.at(0);
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  n.attributes = std::move(attributes);
-  return n;
-}
 
 // A float input with dims (nullopt: symbolic, named "n").
 OnnxValueInfo input(std::string name, std::vector<std::optional<int64_t>> dims) {

@@ -12,6 +12,8 @@
 #include <numeric>
 #include <set>
 
+#include "lms/io/onnx_fold.h"
+#include "lms/io/onnx_gelu.h"
 #include "lms/ir/builder.h"
 
 namespace lms {
@@ -40,6 +42,10 @@ std::vector<int64_t> ints_of(const HostTensor& t) {
   }
   return out;
 }
+
+// A fill value that masks an attention score out: -inf, or one so negative that exp() of it underflows to 0
+// (PyTorch code uses finfo.min or -1e4 as well as -inf).
+constexpr double kMaskFill = -1e4;
 
 HostTensor i64_tensor(const std::vector<int64_t>& v, Shape shape) {
   HostTensor t(TensorType{DType::i64, std::move(shape)});
@@ -74,6 +80,9 @@ class Importer {
     if (!has_input(n, i)) return fail("input {} is missing", i);
     const std::string& name = n.inputs[i];
     if (auto it = tensors_.find(name); it != tensors_.end()) return it->second;
+    if (masked_.contains(name))
+      return fail("'{}' holds attention scores under a causal mask; LMS takes it only as the input of a Softmax "
+                  "over the last axis", name);
     auto c = consts_.find(name);
     if (c == consts_.end()) return fail("input '{}' is not produced by any node LMS imported", name);
     const HostTensor& t = c->second;
@@ -236,6 +245,21 @@ class Importer {
 
   Result<void> binary(const OnnxNode& n) {
     const std::string& t = n.op_type;
+    if (constant(n, 0) && constant(n, 1))
+      return define_const(n, LMS_TRY(fold_binary(t, *constant(n, 0), *constant(n, 1))));
+    // Scores plus a constant of zeros and fills (an additive attention mask).
+    for (size_t side : {size_t{1}, size_t{0}}) {
+      const HostTensor* c = constant(n, side);
+      if (t != "Add" || c == nullptr || c->type.num_elements() < 2) continue;
+      HostTensor masked(TensorType{DType::i64, c->type.shape});
+      bool mask = true, filled = false;
+      for (int64_t k = 0; k < c->type.num_elements() && mask; ++k) {
+        mask = c->get(k) == 0 || c->get(k) <= kMaskFill;
+        filled = filled || c->get(k) != 0;
+        masked.set(k, c->get(k) != 0);
+      }
+      if (mask && filled) return mask_scores(n, n.inputs[1 - side], masked);
+    }
     // A one-element constant factor: Mul and Div by it are `scale` (Div by its reciprocal).
     if (t == "Mul" || t == "Div") {
       for (size_t side : {size_t{1}, size_t{0}}) {
@@ -251,6 +275,117 @@ class Importer {
     ValueId a = LMS_TRY(data(n, 0)), c = LMS_TRY(data(n, 1));
     if (t == "Sub") c = b_.op(Op::scale, {c}, attrs({{"factor", -1.0}}), out_name(n) + ".neg");
     return define(n, b_.op(t == "Mul" ? Op::mul : Op::add, {a, c}, {}, out_name(n)));
+  }
+
+  // The output is the scores under `masked` (nonzero = filled), which must be causal; only Softmax reads it.
+  Result<void> mask_scores(const OnnxNode& n, const std::string& scores, const HostTensor& masked) {
+    OnnxNode reader;
+    reader.inputs = {scores};
+    const Shape shape = LMS_TRY(tensor(reader, 0)).shape;
+    if (!is_causal_mask(masked, shape))
+      return fail("the attention mask {} is not causal for scores {} (only causal masks are supported: entries "
+                  "[..., i, j] with j > i filled)", to_string(masked.type.shape), to_string(shape));
+    masked_[n.outputs.at(0)] = scores;
+    return {};
+  }
+
+  // Where: folded on constants; on data, a masked fill of attention scores (a constant condition and a fill of
+  // -inf, or <= kMaskFill, as in scores.masked_fill(mask == 0, -inf)).
+  Result<void> where(const OnnxNode& n) {
+    const HostTensor* cond = constant(n, 0);
+    if (cond && constant(n, 1) && constant(n, 2))
+      return define_const(n, LMS_TRY(fold_where(*cond, *constant(n, 1), *constant(n, 2))));
+    for (size_t side : {size_t{1}, size_t{2}}) {
+      const HostTensor* fill = constant(n, side);
+      if (cond == nullptr || fill == nullptr || fill->type.num_elements() != 1 || !(fill->get(0) <= kMaskFill))
+        continue;
+      return mask_scores(n, n.inputs.at(3 - side), side == 1 ? *cond : fold_not(*cond));
+    }
+    return fail("Where is supported on constants, and on data only as a causal attention mask (a constant "
+                "condition choosing between the scores and -inf)");
+  }
+
+  // Equal, Not, Range: on constants only (shape arithmetic, masks and positions).
+  Result<void> fold(const OnnxNode& n) {
+    std::vector<const HostTensor*> in;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      in.push_back(constant(n, i));
+      if (in.back() == nullptr)
+        return fail("{} is supported on constants only (shape arithmetic and masks), but input '{}' is computed "
+                    "from the data", n.op_type, has_input(n, i) ? n.inputs[i] : "");
+    }
+    const size_t arity = n.op_type == "Not" ? 1 : n.op_type == "Equal" ? 2 : 3;
+    if (in.size() != arity) return fail("{} inputs, expected {}", in.size(), arity);
+    if (n.op_type == "Not") return define_const(n, fold_not(*in[0]));
+    if (n.op_type == "Equal") return define_const(n, LMS_TRY(fold_binary("Equal", *in[0], *in[1])));
+    return define_const(n, LMS_TRY(fold_range(*in[0], *in[1], *in[2])));
+  }
+
+  // Slice: folded on constants; on data, one `slice` per sliced axis (steps of 1 only).
+  Result<void> slice(const OnnxNode& n) {
+    std::vector<std::vector<int64_t>> lists(4);  // starts, ends, axes, steps
+    const char* names[] = {"starts", "ends", "axes", "steps"};
+    for (size_t k = 0; k < 4; ++k) {
+      if (model_.opset < 10) {  // attributes before opset 10
+        lists[k] = ints_attr(n, names[k]).value_or(std::vector<int64_t>{});
+      } else if (has_input(n, k + 1)) {
+        const HostTensor* c = constant(n, k + 1);
+        if (c == nullptr) return fail("the {} input '{}' is not a constant", names[k], n.inputs[k + 1]);
+        lists[k] = ints_of(*c);
+      }
+    }
+    if (const HostTensor* c = constant(n, 0))
+      return define_const(n, LMS_TRY(fold_slice(*c, lists[0], lists[1], lists[2], lists[3])));
+    ValueId v = LMS_TRY(data(n, 0));
+    const Shape in = shape_of(v);
+    const SliceBounds s = LMS_TRY(slice_bounds(in, lists[0], lists[1], lists[2], lists[3]));
+    std::vector<size_t> cut;  // the axes actually sliced
+    for (size_t a = 0; a < in.size(); ++a) {
+      if (s.count[a] == in[a]) continue;
+      if (s.step[a] != 1) return fail("a slice with step {} along axis {} is not supported", s.step[a], a);
+      if (s.count[a] == 0) return fail("the slice along axis {} is empty", a);
+      cut.push_back(a);
+    }
+    for (size_t a : cut)
+      v = b_.op(Op::slice, {v},
+                attrs({{"axis", static_cast<int64_t>(a)}, {"start", s.first[a]}, {"end", s.first[a] + s.count[a]}}),
+                out_name(n) + (a == cut.back() ? "" : fmt::format(".axis{}", a)));
+    return define(n, v);
+  }
+
+  // Split: one `slice` per output (sizes from the 'split' input or attribute, else equal parts).
+  Result<void> split(const OnnxNode& n) {
+    ValueId x = LMS_TRY(data(n, 0));
+    const auto r = static_cast<int64_t>(shape_of(x).size());
+    int64_t axis = int_attr(n, "axis", 0);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return fail("axis {} is out of range for rank {}", int_attr(n, "axis", 0), r);
+    const int64_t d = shape_of(x)[static_cast<size_t>(axis)];
+    std::vector<int64_t> sizes = ints_attr(n, "split").value_or(std::vector<int64_t>{});
+    if (has_input(n, 1)) {
+      const HostTensor* c = constant(n, 1);
+      if (c == nullptr) return fail("the split input '{}' is not a constant", n.inputs[1]);
+      sizes = ints_of(*c);
+    }
+    if (sizes.empty()) {  // equal parts; since opset 18 the last may be smaller
+      const auto parts = static_cast<int64_t>(n.outputs.size());
+      const int64_t each = (d + parts - 1) / parts;
+      if (model_.opset < 18 && d % parts != 0) return fail("{} does not split into {} equal parts", d, parts);
+      for (int64_t k = 0; k < parts; ++k) sizes.push_back(std::min(each, d - k * each));
+    }
+    if (sizes.size() != n.outputs.size() || std::reduce(sizes.begin(), sizes.end()) != d)
+      return fail("split sizes {} do not divide axis {} of size {} into {} outputs", to_string(Shape(sizes)), axis, d,
+                  n.outputs.size());
+    int64_t start = 0;
+    for (size_t k = 0; k < sizes.size(); start += sizes[k++]) {
+      if (n.outputs[k].empty()) continue;
+      if (sizes[k] <= 0) return fail("output {} of the split is empty", k);
+      ValueId part = b_.op(Op::slice, {x}, attrs({{"axis", axis}, {"start", start}, {"end", start + sizes[k]}}),
+                           out_name(n, k));
+      if (!b_.ok()) return std::unexpected(*b_.error());
+      tensors_[n.outputs[k]] = Tensor{part, shape_of(part)};
+    }
+    return {};
   }
 
   Result<void> pool(const OnnxNode& n) {
@@ -357,7 +492,12 @@ class Importer {
       if (has_input(n, 2) && (training == nullptr || training->get(0) != 0) && (ratio == nullptr || ratio->get(0) != 0))
         return fail("training-mode dropout is not supported (LMS has no dropout op); export in evaluation mode");
     }
-    if (const HostTensor* c = constant(n, 0)) return define_const(n, *c);
+    if (const HostTensor* c = constant(n, 0)) {
+      // PyTorch's exporter writes parameters that were equal at export (fresh layer norms: ones and zeros) as one
+      // initializer read through Identity nodes named after the others; each stays a parameter of its own.
+      if (initializers_.contains(n.inputs[0])) initializers_.insert(n.outputs.at(0));
+      return define_const(n, *c);
+    }
     tensors_[n.outputs.at(0)] = LMS_TRY(tensor(n, 0));
     return {};
   }
@@ -389,13 +529,19 @@ class Importer {
   }
 
   Result<void> softmax(const OnnxNode& n) {
-    ValueId x = LMS_TRY(data(n, 0));
+    OnnxNode scores = n;  // under a causal mask: the scores themselves, and a causal softmax
+    auto masked = has_input(n, 0) ? masked_.find(n.inputs[0]) : masked_.end();
+    if (masked != masked_.end()) scores.inputs = {masked->second};
+    ValueId x = LMS_TRY(data(scores, 0));
     const int64_t r = static_cast<int64_t>(shape_of(x).size());
     int64_t axis = int_attr(n, "axis", model_.opset >= 13 ? -1 : 1);
     if (axis < 0) axis += r;
     // Before opset 13 Softmax works on the input flattened to 2-D at `axis`: the same only for the last axis.
     if (model_.opset < 13 && axis != r - 1) return fail("opset {} Softmax over axis {} of rank {}", model_.opset, axis, r);
-    return define(n, b_.op(Op::softmax, {x}, attrs({{"axis", axis}}), out_name(n)));
+    const bool causal = masked != masked_.end();
+    if (causal && axis != r - 1)
+      return fail("a causally masked Softmax over axis {} of rank {} (not the last)", axis, r);
+    return define(n, b_.op(Op::softmax, {x}, attrs({{"axis", axis}, {"causal", causal}}), out_name(n)));
   }
 
   Result<void> layer_norm(const OnnxNode& n) {
@@ -453,6 +599,22 @@ class Importer {
       return define_const(n, i64_tensor(picked, ids->type.shape));
     }
     if (axis != 0) return fail("only axis 0 of a table (an embedding) is supported");
+    if (ids != nullptr) {  // rows k, k+1, ... of a table (positions from a Range): a slice, viewed as ids' shape
+      const std::vector<int64_t> rows = ints_of(*ids);
+      ValueId t = LMS_TRY(data(n, 0));
+      const Shape& ts = shape_of(t);
+      for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i] != rows[0] + static_cast<int64_t>(i) || rows[0] < 0 || rows.back() >= ts[0])
+          return fail("constant indices {} are not consecutive rows of the table {}", to_string(Shape(rows)),
+                      to_string(ts));
+      if (rows.empty()) return fail("no indices");
+      Shape view = ids->type.shape;
+      view.insert(view.end(), ts.begin() + 1, ts.end());
+      const int64_t end = rows[0] + static_cast<int64_t>(rows.size());
+      ValueId y = b_.op(Op::slice, {t}, attrs({{"axis", int64_t{0}}, {"start", rows[0]}, {"end", end}}), out_name(n));
+      if (!b_.ok()) return std::unexpected(*b_.error());
+      return define_view(n, y, view);
+    }
     return define(n, b_.op(Op::embedding, {LMS_TRY(data(n, 0)), LMS_TRY(data(n, 1))}, {}, out_name(n)));
   }
 
@@ -482,6 +644,8 @@ class Importer {
 
   Result<void> cast(const OnnxNode& n) {
     const int32_t to = static_cast<int32_t>(int_attr(n, "to", 0));
+    constexpr int32_t kOnnxBool = 9;  // booleans are i64 0/1 here
+    if (to == kOnnxBool && constant(n, 0)) return define_const(n, fold_not(fold_not(*constant(n, 0))));
     std::optional<DType> dt = onnx_dtype(to);
     if (!dt) return fail("cast to {} is not supported", onnx_type_name(to));
     if (const HostTensor* c = constant(n, 0)) {
@@ -502,6 +666,7 @@ class Importer {
   const OnnxImportOptions& opts_;
   Builder b_;
   std::map<std::string, Tensor> tensors_;
+  std::map<std::string, std::string> masked_;  // a causally masked output -> the scores it masks (for Softmax)
   std::map<std::string, HostTensor> consts_;
   std::set<std::string> initializers_;
   std::map<std::string, HostTensor> weights_;
@@ -520,6 +685,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"ConvTranspose", &Importer::conv},
       {"Div", &Importer::binary},
       {"Dropout", &Importer::identity},
+      {"Equal", &Importer::fold},
       {"Flatten", &Importer::reshape_like},
       {"Gather", &Importer::gather},
       {"Gelu", &Importer::unary},
@@ -530,15 +696,20 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"MatMul", &Importer::matmul},
       {"MaxPool", &Importer::pool},
       {"Mul", &Importer::binary},
+      {"Not", &Importer::fold},
+      {"Range", &Importer::fold},
       {"ReduceMean", &Importer::reduce_mean},
       {"Relu", &Importer::unary},
       {"Reshape", &Importer::reshape_like},
       {"Shape", &Importer::shape},
+      {"Slice", &Importer::slice},
       {"Softmax", &Importer::softmax},
+      {"Split", &Importer::split},
       {"Squeeze", &Importer::reshape_like},
       {"Sub", &Importer::binary},
       {"Transpose", &Importer::transpose},
       {"Unsqueeze", &Importer::reshape_like},
+      {"Where", &Importer::where},
   };
   return table;
 }
@@ -584,9 +755,10 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
     consts_[name] = t;
     initializers_.insert(name);
   }
-  LMS_TRY(data_input());
-  for (size_t i = 0; i < model_.nodes.size(); ++i) {
-    const OnnxNode& n = model_.nodes[i];
+  ValueId x = LMS_TRY(data_input());
+  const std::vector<OnnxNode> nodes = fuse_erf_gelu(model_);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const OnnxNode& n = nodes[i];
     const std::string where = fmt::format("node '{}' ({})", n.name.empty() ? fmt::format("#{}", i) : n.name, n.op_type);
     if (!n.domain.empty() && n.domain != "ai.onnx")
       return fail_at(where, "operator domain '{}' is not supported (only the standard ONNX operators)", n.domain);
@@ -606,16 +778,23 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
   }
   if (model_.outputs.size() != 1) return fail("the model has {} outputs; LMS trains models with one", model_.outputs.size());
   OnnxNode out;  // reads the model's output like a node would
-  out.inputs = {model_.outputs[0].name};
+  out.inputs = out.outputs = {model_.outputs[0].name};
+  const Shape logits = LMS_TRY(tensor(out, 0)).shape;
+  const bool classes_last = opts_.classes_last.value_or(!is_float(b_.type(x).dtype)) && logits.size() > 2;
+  if (opts_.add_loss && classes_last) {  // [B, T, V] logits: one row of V per token, as [B*T, V]
+    const int64_t rows = product(logits, 0, logits.size() - 1);
+    LMS_TRY_VOID(define_view(out, LMS_TRY(tensor(out, 0)).value, {rows, logits.back()}));
+  }
   ValueId y = LMS_TRY(data(out, 0));
   ValueId loss = y;
   if (opts_.add_loss) {
     const TensorType& t = b_.type(y);
     if (t.rank() < 2 || !is_float(t.dtype))
       return fail("output '{}' is {}; a classifier's logits are [N, classes, ...] floats", out.inputs[0], to_string(t));
-    Shape labels_shape = t.shape;
-    labels_shape.erase(labels_shape.begin() + 1);
+    Shape labels_shape = classes_last ? Shape(logits.begin(), logits.end() - 1) : t.shape;
+    if (!classes_last) labels_shape.erase(labels_shape.begin() + 1);
     ValueId labels = b_.input(TensorType{DType::i64, labels_shape}, "labels");
+    if (classes_last) labels = b_.op(Op::reshape, {labels}, attrs({{"shape", IntList{t.shape[0]}}}), "labels.flat");
     loss = b_.op(Op::cross_entropy, {y, labels}, {}, "loss");
   } else if (b_.type(y).rank() != 0 || !is_float(b_.type(y).dtype)) {
     return fail("output '{}' is {}, not a scalar loss", out.inputs[0], to_string(b_.type(y)));

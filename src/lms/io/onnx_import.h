@@ -6,7 +6,9 @@
 // initial running statistics ("<bn>.running_mean", "<bn>.running_var", the names autodiff gives them).
 //
 // Shape arithmetic is folded at import (Shape, Gather, Unsqueeze, Concat, Cast... on constants), so exports with a
-// symbolic batch dimension import at any --batch. Flatten, Reshape, Squeeze and Unsqueeze change only the shape
+// symbolic batch dimension import at any --batch; masks and positions are folded too (io/onnx_fold.h), so a
+// causal masked_fill before a Softmax becomes a causal softmax, and the erf form of GELU is fused first
+// (io/onnx_gelu.h). For token-id inputs the classes are the logits' last axis (one label per token). Flatten, Reshape, Squeeze and Unsqueeze change only the shape
 // an ONNX tensor is known by; a `reshape` node is added where an op needs that shape, so chains of them cost one
 // copy at most. Anything LMS cannot train exactly as ONNX defines it (an unsupported op or attribute value,
 // asymmetric padding, ceil-mode pooling, a dynamic shape) is an error naming the node, never an approximation;
@@ -28,6 +30,8 @@ struct OnnxImportOptions {
   std::optional<int64_t> batch;  // the data input's first dimension; nullopt: the model's own if it is a number,
   int64_t symbolic_batch = 1;    // else (a symbolic dimension) this
   bool add_loss = true;          // append cross_entropy(output, %labels); false: the output must be a scalar loss
+  std::optional<bool> classes_last;  // logits [N, ..., classes] (one row per token) rather than [N, classes, ...];
+                                     // nullopt: last for integer (token id) inputs, axis 1 for float ones
 };
 
 struct ImportedModel {

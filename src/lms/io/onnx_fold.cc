@@ -1,0 +1,234 @@
+// Constant evaluation for the ONNX importer (see onnx_fold.h). Plain loops over host tensors: the inputs are
+// shape lists, position ranges and masks, small next to the model, so clarity wins over speed. Integer tensors
+// are computed in int64 (exact), float ones in double and stored back in their dtype (for f32 Add/Sub/Mul/Div
+// that is the correctly rounded f32 result).
+#include "lms/io/onnx_fold.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace lms {
+
+namespace {
+
+bool is_int(DType d) { return !is_float(d); }
+
+int64_t int_at(const HostTensor& t, int64_t i) {
+  if (t.type.dtype == DType::i64) return t.as<int64_t>()[static_cast<size_t>(i)];
+  return static_cast<int64_t>(t.get(i));
+}
+
+void set_int(HostTensor& t, int64_t i, int64_t v) {
+  if (t.type.dtype == DType::i64) {
+    t.as<int64_t>()[static_cast<size_t>(i)] = v;
+  } else {
+    t.set(i, static_cast<double>(v));
+  }
+}
+
+Result<HostTensor> make(DType dtype, Shape shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxFoldElements)
+      return fail("folding a constant of shape {} (over {} elements) is not supported", to_string(shape),
+                  kMaxFoldElements);
+  return HostTensor(TensorType{dtype, std::move(shape)});
+}
+
+// For each element of `out` (row-major), the offset of the element of `in` it broadcasts from.
+std::vector<int64_t> broadcast_offsets(const Shape& in, const Shape& out) {
+  const size_t r = out.size(), lead = r - in.size();
+  std::vector<int64_t> stride(r, 0);
+  for (int64_t s = 1, k = static_cast<int64_t>(in.size()) - 1; k >= 0; --k) {
+    if (in[static_cast<size_t>(k)] != 1) stride[lead + static_cast<size_t>(k)] = s;
+    s *= in[static_cast<size_t>(k)];
+  }
+  int64_t total = 1;
+  for (int64_t d : out) total *= d;
+  std::vector<int64_t> offsets(static_cast<size_t>(total));
+  std::vector<int64_t> index(r, 0);
+  int64_t off = 0;
+  for (int64_t e = 0; e < total; ++e) {
+    offsets[static_cast<size_t>(e)] = off;
+    for (size_t k = r; k-- > 0;) {  // the odometer: bump the last index, carrying leftwards
+      off += stride[k];
+      if (++index[k] < out[k]) break;
+      off -= stride[k] * out[k];
+      index[k] = 0;
+    }
+  }
+  return offsets;
+}
+
+}  // namespace
+
+Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  const size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t k = 0; k < r; ++k) {
+    const int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
+    const int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
+    if (da != db && da != 1 && db != 1) return fail("shapes {} and {} do not broadcast", to_string(a), to_string(b));
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Result<HostTensor> fold_binary(std::string_view op, const HostTensor& a, const HostTensor& b) {
+  const bool equal = op == "Equal";
+  if (!equal && op != "Add" && op != "Sub" && op != "Mul" && op != "Div")
+    return fail("cannot fold '{}' (internal: not a foldable binary op)", op);
+  if (is_int(a.type.dtype) != is_int(b.type.dtype))
+    return fail("'{}' of {} and {} mixes integer and float types", op, to_string(a.type), to_string(b.type));
+  const Shape shape = LMS_TRY(broadcast_shapes(a.type.shape, b.type.shape));
+  HostTensor out = LMS_TRY(make(equal ? DType::i64 : a.type.dtype, shape));
+  const std::vector<int64_t> ia = broadcast_offsets(a.type.shape, shape), ib = broadcast_offsets(b.type.shape, shape);
+  for (size_t e = 0; e < ia.size(); ++e) {
+    const auto i = static_cast<int64_t>(e);
+    if (is_int(a.type.dtype)) {
+      const int64_t x = int_at(a, ia[e]), y = int_at(b, ib[e]);
+      int64_t v = 0;
+      if (equal) {
+        v = x == y;
+      } else if (op == "Div") {
+        if (y == 0) return fail("integer division by zero");
+        v = x / y;
+      } else if ((op == "Add" && __builtin_add_overflow(x, y, &v)) ||
+                 (op == "Sub" && __builtin_sub_overflow(x, y, &v)) ||
+                 (op == "Mul" && __builtin_mul_overflow(x, y, &v))) {
+        return fail("integer overflow in '{}' of {} and {}", op, x, y);
+      }
+      set_int(out, i, v);
+    } else {
+      const double x = a.get(ia[e]), y = b.get(ib[e]);
+      const double v = equal ? double(x == y) : op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+      out.set(i, v);
+    }
+  }
+  return out;
+}
+
+HostTensor fold_not(const HostTensor& x) {
+  HostTensor out(TensorType{DType::i64, x.type.shape});
+  for (int64_t i = 0; i < x.type.num_elements(); ++i) out.as<int64_t>()[static_cast<size_t>(i)] = x.get(i) == 0;
+  return out;
+}
+
+Result<HostTensor> fold_where(const HostTensor& cond, const HostTensor& a, const HostTensor& b) {
+  if (is_int(a.type.dtype) != is_int(b.type.dtype))
+    return fail("Where of {} and {} mixes integer and float types", to_string(a.type), to_string(b.type));
+  const Shape shape = LMS_TRY(broadcast_shapes(cond.type.shape, LMS_TRY(broadcast_shapes(a.type.shape, b.type.shape))));
+  HostTensor out = LMS_TRY(make(a.type.dtype, shape));
+  const std::vector<int64_t> ic = broadcast_offsets(cond.type.shape, shape);
+  const std::vector<int64_t> ia = broadcast_offsets(a.type.shape, shape), ib = broadcast_offsets(b.type.shape, shape);
+  for (size_t e = 0; e < ic.size(); ++e) {
+    const HostTensor& from = cond.get(ic[e]) != 0 ? a : b;
+    const int64_t at = &from == &a ? ia[e] : ib[e];
+    if (is_int(a.type.dtype)) {
+      set_int(out, static_cast<int64_t>(e), int_at(from, at));
+    } else {
+      out.set(static_cast<int64_t>(e), from.get(at));
+    }
+  }
+  return out;
+}
+
+Result<SliceBounds> slice_bounds(const Shape& in, std::span<const int64_t> starts, std::span<const int64_t> ends,
+                                 std::span<const int64_t> axes, std::span<const int64_t> steps) {
+  const auto r = static_cast<int64_t>(in.size());
+  if (ends.size() != starts.size() || (!axes.empty() && axes.size() != starts.size()) ||
+      (!steps.empty() && steps.size() != starts.size()))
+    return fail("Slice has {} starts, {} ends, {} axes and {} steps", starts.size(), ends.size(), axes.size(),
+                steps.size());
+  SliceBounds s{std::vector<int64_t>(in.size(), 0), std::vector<int64_t>(in.size(), 1), in};
+  std::vector<bool> seen(in.size(), false);
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int64_t axis = axes.empty() ? static_cast<int64_t>(k) : axes[k];
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r || seen[static_cast<size_t>(axis)])
+      return fail("Slice axis {} is out of range or repeated for rank {}", axes.empty() ? int64_t(k) : axes[k], r);
+    const auto a = static_cast<size_t>(axis);
+    seen[a] = true;
+    const int64_t d = in[a], step = steps.empty() ? 1 : steps[k];
+    if (step == 0) return fail("Slice step 0 along axis {}", axis);
+    // ONNX: negative starts/ends count from the end; then starts clamp to [0, d] (steps > 0) or [0, d-1] (< 0),
+    // ends to [0, d] or [-1, d-1].
+    int64_t b = starts[k] < 0 ? starts[k] + d : starts[k], e = ends[k] < 0 ? ends[k] + d : ends[k];
+    if (step > 0) {
+      b = std::clamp<int64_t>(b, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+    } else {
+      b = std::clamp<int64_t>(b, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+    }
+    const int64_t n = step > 0 ? (e - b + step - 1) / step : (b - e - step - 1) / -step;
+    s.first[a] = b;
+    s.step[a] = step;
+    s.count[a] = std::max<int64_t>(n, 0);
+  }
+  return s;
+}
+
+Result<HostTensor> fold_slice(const HostTensor& x, std::span<const int64_t> starts, std::span<const int64_t> ends,
+                              std::span<const int64_t> axes, std::span<const int64_t> steps) {
+  const Shape& in = x.type.shape;
+  const auto r = static_cast<int64_t>(in.size());
+  const SliceBounds s = LMS_TRY(slice_bounds(in, starts, ends, axes, steps));
+  const std::vector<int64_t>& first = s.first;
+  const std::vector<int64_t>& step = s.step;
+  const Shape& out = s.count;
+  HostTensor y = LMS_TRY(make(x.type.dtype, out));
+  const int64_t total = y.type.num_elements();
+  std::vector<int64_t> in_stride(in.size(), 1);
+  for (int64_t k = r - 2; k >= 0; --k)
+    in_stride[static_cast<size_t>(k)] = in_stride[static_cast<size_t>(k) + 1] * in[static_cast<size_t>(k) + 1];
+  std::vector<int64_t> index(in.size(), 0);
+  const size_t width = static_cast<size_t>(dtype_size(x.type.dtype));
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t from = 0;
+    for (size_t k = 0; k < in.size(); ++k) from += (first[k] + index[k] * step[k]) * in_stride[k];
+    std::copy_n(x.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(from) * width), width,
+                y.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(e) * width));
+    for (size_t k = in.size(); k-- > 0;) {
+      if (++index[k] < out[k]) break;
+      index[k] = 0;
+    }
+  }
+  return y;
+}
+
+Result<HostTensor> fold_range(const HostTensor& start, const HostTensor& limit, const HostTensor& delta) {
+  if (start.type.num_elements() != 1 || limit.type.num_elements() != 1 || delta.type.num_elements() != 1)
+    return fail("Range takes scalars, got {}, {} and {}", to_string(start.type), to_string(limit.type),
+                to_string(delta.type));
+  const double s = start.get(0), l = limit.get(0), d = delta.get(0);
+  if (d == 0) return fail("Range with delta 0");
+  const double count = std::max(std::ceil((l - s) / d), 0.0);
+  if (!(count <= static_cast<double>(kMaxFoldElements))) return fail("Range of {} elements is too long", count);
+  HostTensor out = LMS_TRY(make(start.type.dtype, {static_cast<int64_t>(count)}));
+  for (int64_t i = 0; i < out.type.num_elements(); ++i) {
+    if (is_int(start.type.dtype)) {
+      set_int(out, i, int_at(start, 0) + i * int_at(delta, 0));
+    } else {
+      out.set(i, s + static_cast<double>(i) * d);
+    }
+  }
+  return out;
+}
+
+bool is_causal_mask(const HostTensor& masked, const Shape& scores) {
+  const Shape& m = masked.type.shape;
+  if (scores.size() < 2 || m.size() < 2 || m.size() > scores.size()) return false;
+  const int64_t rows = scores[scores.size() - 2], cols = scores.back();
+  if (m[m.size() - 2] != rows || m.back() != cols) return false;  // a causal mask has every entry
+  for (size_t k = 0; k + 2 < m.size(); ++k)
+    if (m[k] != 1 && m[k] != scores[scores.size() - m.size() + k]) return false;
+  const int64_t matrices = masked.type.num_elements() / std::max<int64_t>(rows * cols, 1);
+  for (int64_t t = 0; t < matrices; ++t)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        if ((masked.get((t * rows + i) * cols + j) != 0) != (j > i)) return false;
+  return true;
+}
+
+}  // namespace lms

@@ -1,0 +1,259 @@
+// The ONNX importer's transformer paths, on OnnxModel values built here: the constant folds (io/onnx_fold.h), the
+// erf-GELU fusion (io/onnx_gelu.h), causal masks (Where and additive) becoming a causal softmax, Split and Slice
+// as `slice`, Range positions as a slice of the table, Identity-shared initializers as separate parameters, and
+// the refusals. tests/torch/torch_fixture_test.cc checks a real nanoGPT export against PyTorch's gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "io/onnx_nodes.h"
+#include "lms/io/onnx_fold.h"
+#include "lms/io/onnx_gelu.h"
+#include "lms/io/onnx_import.h"
+#include "lms/ir/verifier.h"
+
+namespace lms {
+namespace {
+
+HostTensor tensor(DType dt, Shape shape, std::vector<double> v) {
+  HostTensor t(TensorType{dt, std::move(shape)});
+  for (size_t i = 0; i < v.size(); ++i) t.set(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+std::vector<double> values(const HostTensor& t) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < t.type.num_elements(); ++i) out.push_back(t.get(i));
+  return out;
+}
+OnnxValueInfo info(std::string name, std::vector<std::optional<int64_t>> dims, int32_t elem_type = 1) {
+  OnnxValueInfo v;
+  v.name = std::move(name);
+  v.elem_type = elem_type;
+  v.dims = std::move(dims);
+  v.dim_names.assign(v.dims.size(), "");
+  return v;
+}
+// Whether the graph's one softmax is causal.
+bool causal_softmax(const Graph& g) {
+  for (NodeId id : g.node_ids())
+    if (g.node(id).op == Op::softmax) return std::get<bool>(*g.node(id).attrs.find("causal"));
+  return false;
+}
+int count_op(const Graph& g, Op op) {
+  int n = 0;
+  for (NodeId id : g.node_ids()) n += g.node(id).op == op;
+  return n;
+}
+
+TEST(OnnxFold, BinaryBroadcastsAndDividesIntegersExactly) {
+  auto sum = fold_binary("Add", tensor(DType::f32, {2, 1}, {1, 2}), tensor(DType::f32, {3}, {10, 20, 30}));
+  ASSERT_TRUE(sum.has_value()) << sum.error().str();
+  EXPECT_EQ(sum->type.shape, (Shape{2, 3}));
+  EXPECT_EQ(values(*sum), (std::vector<double>{11, 21, 31, 12, 22, 32}));
+  auto q = fold_binary("Div", tensor(DType::i64, {2}, {16, 7}), tensor(DType::i64, {}, {2}));
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(values(*q), (std::vector<double>{8, 3}));
+  auto eq = fold_binary("Equal", tensor(DType::f32, {3}, {0, 1, 0}), tensor(DType::f32, {}, {0}));
+  ASSERT_TRUE(eq.has_value());
+  EXPECT_EQ(eq->type.dtype, DType::i64);
+  EXPECT_EQ(values(*eq), (std::vector<double>{1, 0, 1}));
+  EXPECT_FALSE(fold_binary("Div", tensor(DType::i64, {}, {1}), tensor(DType::i64, {}, {0})).has_value());
+  EXPECT_FALSE(fold_binary("Add", tensor(DType::f32, {2}, {}), tensor(DType::f32, {3}, {})).has_value());
+}
+
+TEST(OnnxFold, SliceClampsAsOnnxDefines) {
+  const HostTensor x = tensor(DType::f32, {3, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  // Rows 1.. (end past the size clamps), columns -3..-1; then every other column backwards.
+  auto y = fold_slice(x, std::vector<int64_t>{1, -3}, std::vector<int64_t>{100, -1}, {}, {});
+  ASSERT_TRUE(y.has_value()) << y.error().str();
+  EXPECT_EQ(y->type.shape, (Shape{2, 2}));
+  EXPECT_EQ(values(*y), (std::vector<double>{5, 6, 9, 10}));
+  auto back = fold_slice(x, std::vector<int64_t>{-1}, std::vector<int64_t>{std::numeric_limits<int64_t>::min()},
+                         std::vector<int64_t>{1}, std::vector<int64_t>{-2});
+  ASSERT_TRUE(back.has_value()) << back.error().str();
+  EXPECT_EQ(values(*back), (std::vector<double>{3, 1, 7, 5, 11, 9}));
+  EXPECT_FALSE(fold_slice(x, std::vector<int64_t>{0}, std::vector<int64_t>{1}, std::vector<int64_t>{2}, {}));
+}
+
+TEST(OnnxFold, RangeWhereNotAndTheCausalPattern) {
+  auto r = fold_range(tensor(DType::i64, {}, {2}), tensor(DType::i64, {}, {9}), tensor(DType::i64, {}, {3}));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(values(*r), (std::vector<double>{2, 5, 8}));
+  auto w = fold_where(tensor(DType::i64, {2}, {1, 0}), tensor(DType::f32, {}, {7}), tensor(DType::f32, {2}, {1, 2}));
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(values(*w), (std::vector<double>{7, 2}));
+  EXPECT_EQ(values(fold_not(tensor(DType::f32, {2}, {0, 3}))), (std::vector<double>{1, 0}));
+  const HostTensor causal = tensor(DType::i64, {1, 2, 3}, {0, 1, 1, 0, 0, 1});
+  EXPECT_TRUE(is_causal_mask(causal, {4, 5, 2, 3}));
+  EXPECT_FALSE(is_causal_mask(fold_not(causal), {4, 5, 2, 3})) << "the kept entries are not the masked ones";
+  EXPECT_FALSE(is_causal_mask(causal, {4, 5, 2, 4})) << "a causal mask covers every column";
+}
+
+// x[2,4] -> GELU written out as PyTorch exports it; `half_first` writes (x * 0.5) * (1 + erf) instead.
+OnnxModel erf_gelu(bool half_first) {
+  OnnxModel m;
+  m.opset = 17;
+  m.inputs = {info("x", {2, 4})};
+  m.outputs = {info("y", {2, 4})};
+  m.initializers = {{"root2", tensor(DType::f32, {}, {std::sqrt(2.0)})},
+                    {"one", tensor(DType::f32, {}, {1})},
+                    {"half", tensor(DType::f32, {}, {0.5})}};
+  m.nodes = {node("Div", {"x", "root2"}, {"d"}), node("Erf", {"d"}, {"e"}), node("Add", {"e", "one"}, {"a"})};
+  if (half_first) {
+    m.nodes.push_back(node("Mul", {"half", "x"}, {"h"}));
+    m.nodes.push_back(node("Mul", {"a", "h"}, {"y"}));
+  } else {
+    m.nodes.push_back(node("Mul", {"x", "a"}, {"p"}));
+    m.nodes.push_back(node("Mul", {"p", "half"}, {"y"}));
+  }
+  return m;
+}
+
+TEST(OnnxGelu, BothProductOrdersFuseAndSharedPartsDoNot) {
+  for (bool half_first : {false, true}) {
+    const std::vector<OnnxNode> fused = fuse_erf_gelu(erf_gelu(half_first));
+    ASSERT_EQ(fused.size(), 1u) << half_first;
+    EXPECT_EQ(fused[0].op_type, "Gelu");
+    EXPECT_EQ(fused[0].inputs, (std::vector<std::string>{"x"}));
+    EXPECT_EQ(fused[0].outputs, (std::vector<std::string>{"y"}));
+  }
+  OnnxModel shared = erf_gelu(false);
+  shared.nodes.push_back(node("Add", {"e", "y"}, {"z"}));  // the Erf output has a second reader
+  shared.outputs[0].name = "z";
+  EXPECT_EQ(fuse_erf_gelu(shared).size(), shared.nodes.size());
+  OnnxModel wrong = erf_gelu(false);
+  wrong.initializers[2].second = tensor(DType::f32, {}, {0.25});
+  EXPECT_EQ(fuse_erf_gelu(wrong).size(), wrong.nodes.size()) << "not GELU: no fusion";
+  OnnxModel m = erf_gelu(true);
+  OnnxImportOptions opts;
+  opts.add_loss = false;
+  m.nodes.push_back(node("ReduceMean", {"y"}, {"s"}));
+  m.nodes.back().attributes = {ints_attr("axes", {0, 1}), int_attr("keepdims", 0)};
+  m.outputs = {info("s", {})};
+  auto imported = import_onnx(m, "gelu", opts);
+  ASSERT_TRUE(imported.has_value()) << imported.error().str();
+  EXPECT_EQ(count_op(imported->forward, Op::gelu), 1);
+  EXPECT_EQ(count_op(imported->forward, Op::mul) + count_op(imported->forward, Op::scale), 0);
+}
+
+// One attention head over token ids x[n,4] (n symbolic): embedding + positions (Range -> Gather), one qkv
+// projection split three ways, scores = q k^T masked causally by `masking` nodes reading "scores" and writing
+// "masked", softmax, times v, then a head to 6 classes; the layer norm's weight is read through an Identity.
+OnnxModel attention(std::vector<OnnxNode> masking, std::vector<std::pair<std::string, HostTensor>> extra = {}) {
+  OnnxModel m;
+  m.opset = 17;
+  m.inputs = {info("x", {std::nullopt, 4}, /*INT64*/ 7)};
+  m.outputs = {info("logits", {std::nullopt, 4, 6})};
+  auto f = [](Shape s, double start) {
+    HostTensor t(TensorType{DType::f32, s});
+    for (int64_t i = 0; i < t.type.num_elements(); ++i) t.set(i, start + 0.01 * static_cast<double>(i));
+    return t;
+  };
+  m.initializers = {{"wte", f({6, 8}, 0.1)}, {"wpe", f({4, 8}, -0.2)},   {"qkv", f({8, 24}, 0.3)},
+                    {"head", f({8, 6}, -0.1)}, {"ln.w", f({8}, 1.0)},   {"ln.b", f({8}, 0.0)},
+                    {"zero", tensor(DType::i64, {}, {0})}, {"four", tensor(DType::i64, {}, {4})},
+                    {"one", tensor(DType::i64, {}, {1})},  {"split", tensor(DType::i64, {3}, {8, 8, 8})}};
+  for (auto& e : extra) m.initializers.push_back(std::move(e));
+  m.nodes = {node("Gather", {"wte", "x"}, {"tok"}),
+             node("Range", {"zero", "four", "one"}, {"pos_ids"}),
+             node("Gather", {"wpe", "pos_ids"}, {"pos"}),
+             node("Add", {"tok", "pos"}, {"h"}),
+             node("MatMul", {"h", "qkv"}, {"qkv_out"}),
+             node("Split", {"qkv_out", "split"}, {"q", "k", "v"}),
+             node("Transpose", {"k"}, {"kt"})};
+  m.nodes[5].attributes.push_back(int_attr("axis", 2));
+  m.nodes.back().attributes.push_back(ints_attr("perm", {0, 2, 1}));
+  m.nodes.push_back(node("MatMul", {"q", "kt"}, {"scores"}));
+  for (OnnxNode& n : masking) m.nodes.push_back(std::move(n));
+  m.nodes.push_back(node("Softmax", {"masked"}, {"p"}));
+  m.nodes.push_back(node("MatMul", {"p", "v"}, {"att"}));
+  m.nodes.push_back(node("Identity", {"ln.w"}, {"ln2.w"}));
+  m.nodes.push_back(node("LayerNormalization", {"att", "ln2.w", "ln.b"}, {"normed"}));
+  m.nodes.push_back(node("MatMul", {"normed", "head"}, {"logits"}));
+  return m;
+}
+
+HostTensor tril_keep() {  // 1 where attention is allowed (j <= i)
+  HostTensor t(TensorType{DType::f32, {1, 4, 4}});
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 4; ++j) t.set(i * 4 + j, j <= i);
+  return t;
+}
+
+TEST(OnnxAttention, AMaskedFillBecomesACausalSoftmax) {
+  const double inf = std::numeric_limits<double>::infinity();
+  OnnxModel m = attention({node("Equal", {"keep", "fzero"}, {"cond"}),
+                           node("Where", {"cond", "ninf", "scores"}, {"masked"})},
+                          {{"keep", tril_keep()}, {"fzero", tensor(DType::f32, {}, {0})},
+                           {"ninf", tensor(DType::f32, {}, {-inf})}});
+  OnnxImportOptions opts;
+  opts.batch = 3;
+  auto imported = import_onnx(m, "att", opts);
+  ASSERT_TRUE(imported.has_value()) << imported.error().str();
+  const Graph& g = imported->forward;
+  ASSERT_TRUE(verify(g).has_value()) << verify(g).error().str();
+  ASSERT_EQ(count_op(g, Op::softmax), 1);
+  EXPECT_TRUE(causal_softmax(g));
+  EXPECT_EQ(count_op(g, Op::slice), 4) << "three Split parts and the positions' rows of wpe";
+  EXPECT_EQ(count_op(g, Op::embedding), 1);
+  // Token logits [3,4,6] are one row of 6 classes per token; labels are per token.
+  EXPECT_EQ(to_string(g.value(*g.find_value("labels")).type), "i64[3,4]");
+  // The Identity-read layer-norm weight is a parameter of its own, with the shared initializer's values.
+  ASSERT_TRUE(imported->weights.contains("ln2.w"));
+  EXPECT_EQ(imported->weights.at("ln2.w").data, m.initializers[4].second.data);
+  EXPECT_FALSE(g.find_value("ln.w").has_value()) << "only the Identity's reader uses it here";
+  EXPECT_FALSE(imported->weights.contains("keep")) << "the mask is folded, not a parameter";
+
+  // The additive form: scores + (0 where kept, -1e9 where masked).
+  HostTensor additive = tril_keep();
+  for (int64_t i = 0; i < additive.type.num_elements(); ++i) additive.set(i, additive.get(i) != 0 ? 0.0 : -1e9);
+  auto added =
+      import_onnx(attention({node("Add", {"scores", "bias"}, {"masked"})}, {{"bias", additive}}), "att2", opts);
+  ASSERT_TRUE(added.has_value()) << added.error().str();
+  EXPECT_TRUE(causal_softmax(added->forward));
+}
+
+TEST(OnnxAttention, RefusalsSayWhatIsSupported) {
+  const double inf = std::numeric_limits<double>::infinity();
+  HostTensor anti = tril_keep();  // keeps j >= i: not causal
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 4; ++j) anti.set(i * 4 + j, j >= i);
+  struct Case {
+    const char* what;
+    OnnxModel model;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"not causal",
+       attention({node("Where", {"keep", "scores", "ninf"}, {"masked"})},
+                 {{"keep", anti}, {"ninf", tensor(DType::f32, {}, {-inf})}}),
+       "is not causal for scores [3,4,4]"},
+      {"a small fill",
+       attention({node("Where", {"keep", "scores", "small"}, {"masked"})},
+                 {{"keep", tril_keep()}, {"small", tensor(DType::f32, {}, {-1})}}),
+       "Where is supported on constants, and on data only as a causal attention mask"},
+      {"masked scores read elsewhere",
+       [&] {
+         OnnxModel m = attention({node("Where", {"keep", "scores", "ninf"}, {"masked"})},
+                                 {{"keep", tril_keep()}, {"ninf", tensor(DType::f32, {}, {-inf})}});
+         m.nodes.insert(m.nodes.end() - 5, node("Relu", {"masked"}, {"r"}));
+         return m;
+       }(),
+       "holds attention scores under a causal mask"},
+      {"Equal on data",
+       attention({node("Equal", {"scores", "scores"}, {"masked"})}),
+       "Equal is supported on constants only"},
+  };
+  OnnxImportOptions opts;
+  opts.batch = 3;
+  for (const Case& c : cases) {
+    auto r = import_onnx(c.model, "bad", opts);
+    ASSERT_FALSE(r.has_value()) << c.what;
+    EXPECT_NE(r.error().str().find(c.needle), std::string::npos) << c.what << ": " << r.error().str();
+    EXPECT_EQ(r.error().str().find('\n'), std::string::npos) << c.what;
+  }
+}
+
+}  // namespace
+}  // namespace lms
