@@ -1,7 +1,6 @@
-// ONNX import (io/onnx_import.h): one handler per ONNX operator, in one table. The Importer keeps, for every
-// ONNX tensor name, either a graph value with the shape ONNX knows it by (a pending view: the value's own shape
-// may differ until an op needs the ONNX shape, when one reshape is added) or a host constant (initializers,
-// Constant outputs, folded shape arithmetic). Float initializers become parameters when first read as data.
+// ONNX import (io/onnx_import.h): one handler per ONNX operator, in one table (the Importer is described in
+// onnx_importer.h). This file has the table, the handlers of the convolutional and general operators, the data
+// input, the loss, and the public functions; onnx_import_attention.cc has the transformer operators.
 #include "lms/io/onnx_import.h"
 
 #include <fmt/format.h>
@@ -14,664 +13,348 @@
 
 #include "lms/io/onnx_fold.h"
 #include "lms/io/onnx_gelu.h"
-#include "lms/ir/builder.h"
+#include "lms/io/onnx_importer.h"
 
 namespace lms {
 
-namespace {
+namespace onnx_import_detail {
 
-using Kind = OnnxAttribute::Kind;
-
-// The product of s[from, to), or -1 past kMaxImportElements (so no size arithmetic overflows).
-constexpr int64_t kMaxImportElements = int64_t{1} << 48;  // as the model builders' limit (models/layers.h)
-int64_t product(const Shape& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to && i < s.size(); ++i)
-    if (s[i] < 0 || __builtin_mul_overflow(p, s[i], &p) || p > kMaxImportElements) return -1;
-  return p;
+Result<void> Importer::conv(const OnnxNode& n) {
+  const bool transposed = n.op_type == "ConvTranspose";
+  ValueId x = LMS_TRY(data(n, 0)), w = LMS_TRY(data(n, 1));
+  const int rank = LMS_TRY(spatial_rank(x));
+  Attributes a = attrs({{"stride", LMS_TRY(spatial(n, "strides", rank))},
+                        {"pad", LMS_TRY(symmetric_pads(n, rank))},
+                        {"dilation", LMS_TRY(spatial(n, "dilations", rank))},
+                        {"groups", int_attr(n, "group", 1)}});
+  if (transposed) {
+    if (n.attribute("output_shape")) return fail("'output_shape' is not supported (give pads and output_padding)");
+    if (auto op = ints_attr(n, "output_padding")) a.set("output_pad", IntList(*op));
+  }
+  const Op op = rank == 1 ? (transposed ? Op::conv_transpose1d : Op::conv1d)
+                : rank == 2 ? (transposed ? Op::conv_transpose2d : Op::conv2d)
+                            : (transposed ? Op::conv_transpose3d : Op::conv3d);
+  if (!has_input(n, 2)) return define(n, b_.op(op, {x, w}, std::move(a), out_name(n)));
+  ValueId y = b_.op(op, {x, w}, std::move(a), out_name(n) + ".conv");
+  ValueId bias = LMS_TRY(data(n, 2));
+  return define(n, b_.op(Op::bias_add, {y, bias}, attrs({{"axis", int64_t{1}}}), out_name(n)));
 }
 
-// The integer elements of a constant (i32 or i64).
-std::vector<int64_t> ints_of(const HostTensor& t) {
-  std::vector<int64_t> out(static_cast<size_t>(t.type.num_elements()));
-  if (t.type.dtype == DType::i64) {
-    std::span<const int64_t> v = t.as<int64_t>();
-    out.assign(v.begin(), v.end());
-  } else {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(t.get(static_cast<int64_t>(i)));
+Result<void> Importer::batch_norm(const OnnxNode& n) {
+  ValueId x = LMS_TRY(data(n, 0)), gamma = LMS_TRY(data(n, 1)), beta = LMS_TRY(data(n, 2));
+  // ONNX: running = running * momentum + batch * (1 - momentum); LMS's momentum weighs the batch statistics.
+  const double momentum = 1.0 - float_attr(n, "momentum", 0.9);
+  auto outs = b_.add(Op::batch_norm, {x, gamma, beta},
+                     attrs({{"eps", float_attr(n, "epsilon", 1e-5)}, {"momentum", momentum}}), out_name(n));
+  if (!b_.ok()) return std::unexpected(*b_.error());
+  const std::string bn = b_.graph().value(outs[0]).name;
+  const DType dt = b_.type(outs[0]).dtype;
+  const char* suffixes[] = {".running_mean", ".running_var"};
+  for (size_t i = 0; i < 2; ++i) {
+    const HostTensor* stat = constant(n, 3 + i);
+    if (stat == nullptr || stat->type.shape != shape_of(gamma)) continue;  // no usable statistics: zeros/ones
+    HostTensor t(TensorType{dt, stat->type.shape});
+    for (int64_t k = 0; k < t.type.num_elements(); ++k) t.set(k, stat->get(k));
+    weights_[bn + suffixes[i]] = std::move(t);
   }
-  return out;
+  return define(n, outs[0]);
 }
 
-// A fill value that masks an attention score out: -inf, or one so negative that exp() of it underflows to 0
-// (PyTorch code uses finfo.min or -1e4 as well as -inf).
-constexpr double kMaskFill = -1e4;
-
-HostTensor i64_tensor(const std::vector<int64_t>& v, Shape shape) {
-  HostTensor t(TensorType{DType::i64, std::move(shape)});
-  std::copy(v.begin(), v.end(), t.as<int64_t>().begin());
-  return t;
+Result<void> Importer::unary(const OnnxNode& n) {
+  Op op = Op::relu;
+  if (n.op_type == "Gelu") {
+    if (string_attr(n, "approximate", "none") != "none") return fail("only the exact (erf) GELU is supported");
+    op = Op::gelu;
+  }
+  return define(n, b_.op(op, {LMS_TRY(data(n, 0))}, {}, out_name(n)));
 }
 
-class Importer {
- public:
-  Importer(const OnnxModel& m, const OnnxImportOptions& o, Graph& g) : model_(m), opts_(o), b_(g) {}
-
-  Result<std::map<std::string, HostTensor>> run();
-
-  using Handler = Result<void> (Importer::*)(const OnnxNode&);
-  static const std::vector<std::pair<std::string_view, Handler>>& handlers();
-
- private:
-  struct Tensor {
-    ValueId value;
-    Shape shape;  // the ONNX shape; differs from the value's own until `data` adds the reshape
-  };
-
-  // ---- reading inputs ----
-  bool has_input(const OnnxNode& n, size_t i) const { return i < n.inputs.size() && !n.inputs[i].empty(); }
-  const HostTensor* constant(const OnnxNode& n, size_t i) const {
-    if (!has_input(n, i)) return nullptr;
-    auto it = consts_.find(n.inputs[i]);
-    return it == consts_.end() ? nullptr : &it->second;
-  }
-  // Input i as a graph value without fixing its shape (for ops that only reshape).
-  Result<Tensor> tensor(const OnnxNode& n, size_t i) {
-    if (!has_input(n, i)) return fail("input {} is missing", i);
-    const std::string& name = n.inputs[i];
-    if (auto it = tensors_.find(name); it != tensors_.end()) return it->second;
-    if (masked_.contains(name))
-      return fail("'{}' holds attention scores under a causal mask; LMS takes it only as the input of a Softmax "
-                  "over the last axis", name);
-    auto c = consts_.find(name);
-    if (c == consts_.end()) return fail("input '{}' is not produced by any node LMS imported", name);
-    const HostTensor& t = c->second;
-    if (!is_float(t.type.dtype))
-      return fail("input '{}' is an integer constant ({}), which LMS does not take as data", name, to_string(t.type));
-    ValueId v;
-    if (initializers_.contains(name)) {  // a trainable parameter, initialized from the file
-      v = b_.param(t.type, legal_name(name));  // no init: the weights come from the file
-      if (b_.ok()) weights_[b_.graph().value(v).name] = t;
-    } else {  // a Constant: only a tensor of one repeated value has an LMS op (`constant`)
-      const double first = t.type.num_elements() > 0 ? t.get(0) : 0.0;
-      for (int64_t k = 1; k < t.type.num_elements(); ++k)
-        if (t.get(k) != first)
-          return fail("input '{}' is a Constant tensor {} of differing values, which LMS cannot hold", name,
-                      to_string(t.type));
-      auto outs = b_.add(Op::constant, {}, attrs({{"value", first}}), legal_name(name), {t.type});
-      v = outs.empty() ? ValueId{} : outs[0];
+Result<void> Importer::binary(const OnnxNode& n) {
+  const std::string& t = n.op_type;
+  if (constant(n, 0) && constant(n, 1))
+    return define_const(n, LMS_TRY(fold_binary(t, *constant(n, 0), *constant(n, 1))));
+  // Scores plus a constant of zeros and fills (an additive attention mask).
+  for (size_t side : {size_t{1}, size_t{0}}) {
+    const HostTensor* c = constant(n, side);
+    if (t != "Add" || c == nullptr || c->type.num_elements() < 2) continue;
+    HostTensor masked(TensorType{DType::i64, c->type.shape});
+    bool mask = true, filled = false;
+    for (int64_t k = 0; k < c->type.num_elements() && mask; ++k) {
+      mask = c->get(k) == 0 || c->get(k) <= kMaskFill;
+      filled = filled || c->get(k) != 0;
+      masked.set(k, c->get(k) != 0);
     }
-    if (!b_.ok()) return std::unexpected(*b_.error());
-    return tensors_[name] = Tensor{v, t.type.shape};
+    if (mask && filled) return mask_scores(n, n.inputs[1 - side], masked);
   }
-  // Input i as a graph value of its ONNX shape.
-  Result<ValueId> data(const OnnxNode& n, size_t i) {
-    Tensor t = LMS_TRY(tensor(n, i));
-    if (b_.type(t.value).shape == t.shape) return t.value;
-    ValueId v = b_.op(Op::reshape, {t.value}, attrs({{"shape", IntList(t.shape)}}), legal_name(n.inputs[i]));
-    if (!b_.ok()) return std::unexpected(*b_.error());
-    tensors_[n.inputs[i]] = Tensor{v, t.shape};
-    return v;
-  }
-  const Shape& shape_of(ValueId v) const { return b_.type(v).shape; }
-
-  // ---- attributes (the first wrong kind is kept in attr_error_, like Builder's errors) ----
-  const OnnxAttribute* attr(const OnnxNode& n, std::string_view name, Kind kind) {
-    const OnnxAttribute* a = n.attribute(name);
-    if (a == nullptr || a->kind == kind) return a;
-    if (!attr_error_) attr_error_ = fmt::format("attribute '{}' has the wrong kind", name);
-    return nullptr;
-  }
-  int64_t int_attr(const OnnxNode& n, std::string_view name, int64_t fallback) {
-    const OnnxAttribute* a = attr(n, name, Kind::i);
-    return a ? a->i : fallback;
-  }
-  double float_attr(const OnnxNode& n, std::string_view name, double fallback) {
-    const OnnxAttribute* a = attr(n, name, Kind::f);
-    return a ? a->f : fallback;
-  }
-  std::string string_attr(const OnnxNode& n, std::string_view name, std::string fallback) {
-    const OnnxAttribute* a = attr(n, name, Kind::s);
-    return a ? a->s : fallback;
-  }
-  std::optional<std::vector<int64_t>> ints_attr(const OnnxNode& n, std::string_view name) {
-    const OnnxAttribute* a = attr(n, name, Kind::ints);
-    return a ? std::optional(a->ints) : std::nullopt;
-  }
-  // Axes from an attribute (older opsets) or from constant input `i` (newer ones).
-  Result<std::optional<std::vector<int64_t>>> axes(const OnnxNode& n, size_t i) {
-    if (auto a = ints_attr(n, "axes")) return a;
-    if (!has_input(n, i)) return std::optional<std::vector<int64_t>>();
-    const HostTensor* c = constant(n, i);
-    if (c == nullptr) return fail("the axes input '{}' is not a constant", n.inputs[i]);
-    return std::optional(ints_of(*c));
-  }
-
-  // ---- defining outputs ----
-  std::string out_name(const OnnxNode& n, size_t i = 0) const { return legal_name(n.outputs.at(i)); }
-  Result<void> define(const OnnxNode& n, ValueId v) {
-    if (!b_.ok()) return std::unexpected(*b_.error());
-    tensors_[n.outputs.at(0)] = Tensor{v, shape_of(v)};
-    return {};
-  }
-  Result<void> define_view(const OnnxNode& n, ValueId v, Shape shape) {
-    if (product(shape, 0, shape.size()) != b_.type(v).num_elements())
-      return fail("shape {} does not hold the {} elements of {}", to_string(shape), b_.type(v).num_elements(),
-                  to_string(b_.type(v)));
-    tensors_[n.outputs.at(0)] = Tensor{v, std::move(shape)};
-    return {};
-  }
-  Result<void> define_const(const OnnxNode& n, HostTensor t) {
-    consts_[n.outputs.at(0)] = std::move(t);
-    return {};
-  }
-
-  // ---- spatial attributes shared by Conv, ConvTranspose and the pools ----
-  // strides/dilations default to ones; pads [begin..., end...] must be symmetric; auto_pad NOTSET or VALID.
-  Result<IntList> spatial(const OnnxNode& n, std::string_view name, int rank) {
-    std::vector<int64_t> v = ints_attr(n, name).value_or(std::vector<int64_t>(static_cast<size_t>(rank), 1));
-    if (static_cast<int>(v.size()) != rank) return fail("'{}' has {} values for {} spatial dims", name, v.size(), rank);
-    return v;
-  }
-  Result<IntList> symmetric_pads(const OnnxNode& n, int rank) {
-    const std::string auto_pad = string_attr(n, "auto_pad", "NOTSET");
-    if (auto_pad != "NOTSET" && auto_pad != "VALID")
-      return fail("auto_pad '{}' is not supported (export with explicit pads)", auto_pad);
-    std::vector<int64_t> pads = ints_attr(n, "pads").value_or(std::vector<int64_t>(2 * static_cast<size_t>(rank), 0));
-    if (static_cast<int>(pads.size()) != 2 * rank) return fail("'pads' has {} values for {} spatial dims", pads.size(), rank);
-    IntList out;
-    for (int i = 0; i < rank; ++i) {
-      if (pads[i] != pads[i + rank]) return fail("asymmetric padding {} is not supported", to_string(Shape(pads)));
-      out.push_back(pads[i]);
-    }
-    return out;
-  }
-  Result<int> spatial_rank(ValueId x) {
-    const int rank = b_.type(x).rank() - 2;
-    if (rank < 1 || rank > 3) return fail("input {} has {} spatial dims (1 to 3 supported)", to_string(b_.type(x)), rank);
-    return rank;
-  }
-
-  // ---- handlers ----
-  Result<void> conv(const OnnxNode& n) {
-    const bool transposed = n.op_type == "ConvTranspose";
-    ValueId x = LMS_TRY(data(n, 0)), w = LMS_TRY(data(n, 1));
-    const int rank = LMS_TRY(spatial_rank(x));
-    Attributes a = attrs({{"stride", LMS_TRY(spatial(n, "strides", rank))},
-                          {"pad", LMS_TRY(symmetric_pads(n, rank))},
-                          {"dilation", LMS_TRY(spatial(n, "dilations", rank))},
-                          {"groups", int_attr(n, "group", 1)}});
-    if (transposed) {
-      if (n.attribute("output_shape")) return fail("'output_shape' is not supported (give pads and output_padding)");
-      if (auto op = ints_attr(n, "output_padding")) a.set("output_pad", IntList(*op));
-    }
-    const Op op = rank == 1 ? (transposed ? Op::conv_transpose1d : Op::conv1d)
-                  : rank == 2 ? (transposed ? Op::conv_transpose2d : Op::conv2d)
-                              : (transposed ? Op::conv_transpose3d : Op::conv3d);
-    if (!has_input(n, 2)) return define(n, b_.op(op, {x, w}, std::move(a), out_name(n)));
-    ValueId y = b_.op(op, {x, w}, std::move(a), out_name(n) + ".conv");
-    ValueId bias = LMS_TRY(data(n, 2));
-    return define(n, b_.op(Op::bias_add, {y, bias}, attrs({{"axis", int64_t{1}}}), out_name(n)));
-  }
-
-  Result<void> batch_norm(const OnnxNode& n) {
-    ValueId x = LMS_TRY(data(n, 0)), gamma = LMS_TRY(data(n, 1)), beta = LMS_TRY(data(n, 2));
-    // ONNX: running = running * momentum + batch * (1 - momentum); LMS's momentum weighs the batch statistics.
-    const double momentum = 1.0 - float_attr(n, "momentum", 0.9);
-    auto outs = b_.add(Op::batch_norm, {x, gamma, beta},
-                       attrs({{"eps", float_attr(n, "epsilon", 1e-5)}, {"momentum", momentum}}), out_name(n));
-    if (!b_.ok()) return std::unexpected(*b_.error());
-    const std::string bn = b_.graph().value(outs[0]).name;
-    const DType dt = b_.type(outs[0]).dtype;
-    const char* suffixes[] = {".running_mean", ".running_var"};
-    for (size_t i = 0; i < 2; ++i) {
-      const HostTensor* stat = constant(n, 3 + i);
-      if (stat == nullptr || stat->type.shape != shape_of(gamma)) continue;  // no usable statistics: zeros/ones
-      HostTensor t(TensorType{dt, stat->type.shape});
-      for (int64_t k = 0; k < t.type.num_elements(); ++k) t.set(k, stat->get(k));
-      weights_[bn + suffixes[i]] = std::move(t);
-    }
-    return define(n, outs[0]);
-  }
-
-  Result<void> unary(const OnnxNode& n) {
-    Op op = Op::relu;
-    if (n.op_type == "Gelu") {
-      if (string_attr(n, "approximate", "none") != "none") return fail("only the exact (erf) GELU is supported");
-      op = Op::gelu;
-    }
-    return define(n, b_.op(op, {LMS_TRY(data(n, 0))}, {}, out_name(n)));
-  }
-
-  Result<void> binary(const OnnxNode& n) {
-    const std::string& t = n.op_type;
-    if (constant(n, 0) && constant(n, 1))
-      return define_const(n, LMS_TRY(fold_binary(t, *constant(n, 0), *constant(n, 1))));
-    // Scores plus a constant of zeros and fills (an additive attention mask).
+  // A one-element constant factor: Mul and Div by it are `scale` (Div by its reciprocal).
+  if (t == "Mul" || t == "Div") {
     for (size_t side : {size_t{1}, size_t{0}}) {
       const HostTensor* c = constant(n, side);
-      if (t != "Add" || c == nullptr || c->type.num_elements() < 2) continue;
-      HostTensor masked(TensorType{DType::i64, c->type.shape});
-      bool mask = true, filled = false;
-      for (int64_t k = 0; k < c->type.num_elements() && mask; ++k) {
-        mask = c->get(k) == 0 || c->get(k) <= kMaskFill;
-        filled = filled || c->get(k) != 0;
-        masked.set(k, c->get(k) != 0);
-      }
-      if (mask && filled) return mask_scores(n, n.inputs[1 - side], masked);
+      if (c == nullptr || c->type.num_elements() != 1 || (t == "Div" && side == 0)) continue;
+      const double f = t == "Div" ? 1.0 / c->get(0) : c->get(0);
+      ValueId x = LMS_TRY(data(n, 1 - side));
+      if (shape_of(x).size() < c->type.shape.size()) return fail("a constant factor of higher rank than the data");
+      return define(n, b_.op(Op::scale, {x}, attrs({{"factor", f}}), out_name(n)));
     }
-    // A one-element constant factor: Mul and Div by it are `scale` (Div by its reciprocal).
-    if (t == "Mul" || t == "Div") {
-      for (size_t side : {size_t{1}, size_t{0}}) {
-        const HostTensor* c = constant(n, side);
-        if (c == nullptr || c->type.num_elements() != 1 || (t == "Div" && side == 0)) continue;
-        const double f = t == "Div" ? 1.0 / c->get(0) : c->get(0);
-        ValueId x = LMS_TRY(data(n, 1 - side));
-        if (shape_of(x).size() < c->type.shape.size()) return fail("a constant factor of higher rank than the data");
-        return define(n, b_.op(Op::scale, {x}, attrs({{"factor", f}}), out_name(n)));
-      }
-      if (t == "Div") return fail("division by a tensor is not supported (only by a one-element constant)");
-    }
-    ValueId a = LMS_TRY(data(n, 0)), c = LMS_TRY(data(n, 1));
-    if (t == "Sub") c = b_.op(Op::scale, {c}, attrs({{"factor", -1.0}}), out_name(n) + ".neg");
-    return define(n, b_.op(t == "Mul" ? Op::mul : Op::add, {a, c}, {}, out_name(n)));
+    if (t == "Div") return fail("division by a tensor is not supported (only by a one-element constant)");
   }
+  ValueId a = LMS_TRY(data(n, 0)), c = LMS_TRY(data(n, 1));
+  if (t == "Sub") c = b_.op(Op::scale, {c}, attrs({{"factor", -1.0}}), out_name(n) + ".neg");
+  return define(n, b_.op(t == "Mul" ? Op::mul : Op::add, {a, c}, {}, out_name(n)));
+}
 
-  // The output is the scores under `masked` (nonzero = filled), which must be causal; only Softmax reads it.
-  Result<void> mask_scores(const OnnxNode& n, const std::string& scores, const HostTensor& masked) {
-    OnnxNode reader;
-    reader.inputs = {scores};
-    const Shape shape = LMS_TRY(tensor(reader, 0)).shape;
-    if (!is_causal_mask(masked, shape))
-      return fail("the attention mask {} is not causal for scores {} (only causal masks are supported: entries "
-                  "[..., i, j] with j > i filled)", to_string(masked.type.shape), to_string(shape));
-    masked_[n.outputs.at(0)] = scores;
-    return {};
+Result<void> Importer::pool(const OnnxNode& n) {
+  ValueId x = LMS_TRY(data(n, 0));
+  const int rank = LMS_TRY(spatial_rank(x));
+  auto kernel = ints_attr(n, "kernel_shape");
+  if (!kernel || static_cast<int>(kernel->size()) != rank) return fail("'kernel_shape' must give {} values", rank);
+  if (int_attr(n, "ceil_mode", 0) != 0) return fail("ceil_mode 1 is not supported");
+  if (int_attr(n, "storage_order", 0) != 0) return fail("storage_order 1 is not supported");
+  for (int64_t d : LMS_TRY(spatial(n, "dilations", rank)))
+    if (d != 1) return fail("dilated pooling is not supported");
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) return fail("the Indices output is not supported");
+  const bool max = n.op_type == "MaxPool";
+  Attributes a = attrs({{"kernel", IntList(*kernel)},
+                        {"stride", LMS_TRY(spatial(n, "strides", rank))},
+                        {"pad", LMS_TRY(symmetric_pads(n, rank))}});
+  if (!max) a.set("count_include_pad", int_attr(n, "count_include_pad", 0) != 0);
+  const Op ops[2][3] = {{Op::avg_pool1d, Op::avg_pool2d, Op::avg_pool3d}, {Op::max_pool1d, Op::max_pool2d, Op::max_pool3d}};
+  return define(n, b_.op(ops[max][rank - 1], {x}, std::move(a), out_name(n)));
+}
+
+Result<void> Importer::global_avg_pool(const OnnxNode& n) {
+  ValueId x = LMS_TRY(data(n, 0));
+  LMS_TRY(spatial_rank(x));
+  ValueId y = b_.op(Op::global_avg_pool, {x}, {}, out_name(n));
+  if (!b_.ok()) return std::unexpected(*b_.error());
+  Shape s = shape_of(x);  // ONNX keeps the spatial dims as ones
+  std::fill(s.begin() + 2, s.end(), 1);
+  return define_view(n, y, s);
+}
+
+Result<void> Importer::reshape_like(const OnnxNode& n) {
+  const HostTensor* c = constant(n, 0);
+  Shape in;
+  if (c != nullptr) {
+    in = c->type.shape;
+  } else {
+    in = LMS_TRY(tensor(n, 0)).shape;
   }
-
-  // Where: folded on constants; on data, a masked fill of attention scores (a constant condition and a fill of
-  // -inf, or <= kMaskFill, as in scores.masked_fill(mask == 0, -inf)).
-  Result<void> where(const OnnxNode& n) {
-    const HostTensor* cond = constant(n, 0);
-    if (cond && constant(n, 1) && constant(n, 2))
-      return define_const(n, LMS_TRY(fold_where(*cond, *constant(n, 1), *constant(n, 2))));
-    for (size_t side : {size_t{1}, size_t{2}}) {
-      const HostTensor* fill = constant(n, side);
-      if (cond == nullptr || fill == nullptr || fill->type.num_elements() != 1 || !(fill->get(0) <= kMaskFill))
-        continue;
-      return mask_scores(n, n.inputs.at(3 - side), side == 1 ? *cond : fold_not(*cond));
-    }
-    return fail("Where is supported on constants, and on data only as a causal attention mask (a constant "
-                "condition choosing between the scores and -inf)");
-  }
-
-  // Equal, Not, Range: on constants only (shape arithmetic, masks and positions).
-  Result<void> fold(const OnnxNode& n) {
-    std::vector<const HostTensor*> in;
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      in.push_back(constant(n, i));
-      if (in.back() == nullptr)
-        return fail("{} is supported on constants only (shape arithmetic and masks), but input '{}' is computed "
-                    "from the data", n.op_type, has_input(n, i) ? n.inputs[i] : "");
-    }
-    const size_t arity = n.op_type == "Not" ? 1 : n.op_type == "Equal" ? 2 : 3;
-    if (in.size() != arity) return fail("{} inputs, expected {}", in.size(), arity);
-    if (n.op_type == "Not") return define_const(n, fold_not(*in[0]));
-    if (n.op_type == "Equal") return define_const(n, LMS_TRY(fold_binary("Equal", *in[0], *in[1])));
-    return define_const(n, LMS_TRY(fold_range(*in[0], *in[1], *in[2])));
-  }
-
-  // Slice: folded on constants; on data, one `slice` per sliced axis (steps of 1 only).
-  Result<void> slice(const OnnxNode& n) {
-    std::vector<std::vector<int64_t>> lists(4);  // starts, ends, axes, steps
-    const char* names[] = {"starts", "ends", "axes", "steps"};
-    for (size_t k = 0; k < 4; ++k) {
-      if (model_.opset < 10) {  // attributes before opset 10
-        lists[k] = ints_attr(n, names[k]).value_or(std::vector<int64_t>{});
-      } else if (has_input(n, k + 1)) {
-        const HostTensor* c = constant(n, k + 1);
-        if (c == nullptr) return fail("the {} input '{}' is not a constant", names[k], n.inputs[k + 1]);
-        lists[k] = ints_of(*c);
-      }
-    }
-    if (const HostTensor* c = constant(n, 0))
-      return define_const(n, LMS_TRY(fold_slice(*c, lists[0], lists[1], lists[2], lists[3])));
-    ValueId v = LMS_TRY(data(n, 0));
-    const Shape in = shape_of(v);
-    const SliceBounds s = LMS_TRY(slice_bounds(in, lists[0], lists[1], lists[2], lists[3]));
-    std::vector<size_t> cut;  // the axes actually sliced
-    for (size_t a = 0; a < in.size(); ++a) {
-      if (s.count[a] == in[a]) continue;
-      if (s.step[a] != 1) return fail("a slice with step {} along axis {} is not supported", s.step[a], a);
-      if (s.count[a] == 0) return fail("the slice along axis {} is empty", a);
-      cut.push_back(a);
-    }
-    for (size_t a : cut)
-      v = b_.op(Op::slice, {v},
-                attrs({{"axis", static_cast<int64_t>(a)}, {"start", s.first[a]}, {"end", s.first[a] + s.count[a]}}),
-                out_name(n) + (a == cut.back() ? "" : fmt::format(".axis{}", a)));
-    return define(n, v);
-  }
-
-  // Split: one `slice` per output (sizes from the 'split' input or attribute, else equal parts).
-  Result<void> split(const OnnxNode& n) {
-    ValueId x = LMS_TRY(data(n, 0));
-    const auto r = static_cast<int64_t>(shape_of(x).size());
-    int64_t axis = int_attr(n, "axis", 0);
+  const int r = static_cast<int>(in.size());
+  Shape out;
+  const std::string& t = n.op_type;
+  if (t == "Flatten") {
+    int64_t axis = int_attr(n, "axis", 1);
     if (axis < 0) axis += r;
-    if (axis < 0 || axis >= r) return fail("axis {} is out of range for rank {}", int_attr(n, "axis", 0), r);
-    const int64_t d = shape_of(x)[static_cast<size_t>(axis)];
-    std::vector<int64_t> sizes = ints_attr(n, "split").value_or(std::vector<int64_t>{});
-    if (has_input(n, 1)) {
-      const HostTensor* c = constant(n, 1);
-      if (c == nullptr) return fail("the split input '{}' is not a constant", n.inputs[1]);
-      sizes = ints_of(*c);
-    }
-    if (sizes.empty()) {  // equal parts; since opset 18 the last may be smaller
-      const auto parts = static_cast<int64_t>(n.outputs.size());
-      const int64_t each = (d + parts - 1) / parts;
-      if (model_.opset < 18 && d % parts != 0) return fail("{} does not split into {} equal parts", d, parts);
-      for (int64_t k = 0; k < parts; ++k) sizes.push_back(std::min(each, d - k * each));
-    }
-    if (sizes.size() != n.outputs.size() || std::reduce(sizes.begin(), sizes.end()) != d)
-      return fail("split sizes {} do not divide axis {} of size {} into {} outputs", to_string(Shape(sizes)), axis, d,
-                  n.outputs.size());
-    int64_t start = 0;
-    for (size_t k = 0; k < sizes.size(); start += sizes[k++]) {
-      if (n.outputs[k].empty()) continue;
-      if (sizes[k] <= 0) return fail("output {} of the split is empty", k);
-      ValueId part = b_.op(Op::slice, {x}, attrs({{"axis", axis}, {"start", start}, {"end", start + sizes[k]}}),
-                           out_name(n, k));
-      if (!b_.ok()) return std::unexpected(*b_.error());
-      tensors_[n.outputs[k]] = Tensor{part, shape_of(part)};
-    }
-    return {};
-  }
-
-  Result<void> pool(const OnnxNode& n) {
-    ValueId x = LMS_TRY(data(n, 0));
-    const int rank = LMS_TRY(spatial_rank(x));
-    auto kernel = ints_attr(n, "kernel_shape");
-    if (!kernel || static_cast<int>(kernel->size()) != rank) return fail("'kernel_shape' must give {} values", rank);
-    if (int_attr(n, "ceil_mode", 0) != 0) return fail("ceil_mode 1 is not supported");
-    if (int_attr(n, "storage_order", 0) != 0) return fail("storage_order 1 is not supported");
-    for (int64_t d : LMS_TRY(spatial(n, "dilations", rank)))
-      if (d != 1) return fail("dilated pooling is not supported");
-    if (n.outputs.size() > 1 && !n.outputs[1].empty()) return fail("the Indices output is not supported");
-    const bool max = n.op_type == "MaxPool";
-    Attributes a = attrs({{"kernel", IntList(*kernel)},
-                          {"stride", LMS_TRY(spatial(n, "strides", rank))},
-                          {"pad", LMS_TRY(symmetric_pads(n, rank))}});
-    if (!max) a.set("count_include_pad", int_attr(n, "count_include_pad", 0) != 0);
-    const Op ops[2][3] = {{Op::avg_pool1d, Op::avg_pool2d, Op::avg_pool3d}, {Op::max_pool1d, Op::max_pool2d, Op::max_pool3d}};
-    return define(n, b_.op(ops[max][rank - 1], {x}, std::move(a), out_name(n)));
-  }
-
-  Result<void> global_avg_pool(const OnnxNode& n) {
-    ValueId x = LMS_TRY(data(n, 0));
-    LMS_TRY(spatial_rank(x));
-    ValueId y = b_.op(Op::global_avg_pool, {x}, {}, out_name(n));
-    if (!b_.ok()) return std::unexpected(*b_.error());
-    Shape s = shape_of(x);  // ONNX keeps the spatial dims as ones
-    std::fill(s.begin() + 2, s.end(), 1);
-    return define_view(n, y, s);
-  }
-
-  // Flatten, Reshape, Squeeze, Unsqueeze: the output is the input under another shape (constants are folded).
-  Result<void> reshape_like(const OnnxNode& n) {
-    const HostTensor* c = constant(n, 0);
-    Shape in;
-    if (c != nullptr) {
-      in = c->type.shape;
-    } else {
-      in = LMS_TRY(tensor(n, 0)).shape;
-    }
-    const int r = static_cast<int>(in.size());
-    Shape out;
-    const std::string& t = n.op_type;
-    if (t == "Flatten") {
-      int64_t axis = int_attr(n, "axis", 1);
-      if (axis < 0) axis += r;
-      if (axis < 0 || axis > r) return fail("axis {} is out of range for rank {}", int_attr(n, "axis", 1), r);
-      out = {product(in, 0, static_cast<size_t>(axis)), product(in, static_cast<size_t>(axis), in.size())};
-    } else if (t == "Reshape") {
-      const HostTensor* target = constant(n, 1);
-      if (target == nullptr) return fail("the target shape '{}' is not a constant", has_input(n, 1) ? n.inputs[1] : "");
-      out = ints_of(*target);
-      int infer = -1;
-      for (size_t i = 0; i < out.size(); ++i) {
-        if (out[i] == 0 && int_attr(n, "allowzero", 0) == 0) out[i] = i < in.size() ? in[i] : 0;
-        if (out[i] == -1) {
-          if (infer >= 0) return fail("more than one -1 in the target shape");
-          infer = static_cast<int>(i);
-        } else if (out[i] < 0) {
-          return fail("target shape {} has a negative size", to_string(out));
-        }
-      }
-      const int64_t count = product(in, 0, in.size());
-      if (infer >= 0) {
-        out[static_cast<size_t>(infer)] = 1;
-        const int64_t known = product(out, 0, out.size());
-        out[static_cast<size_t>(infer)] = known > 0 && count % known == 0 ? count / known : -1;
-      }
-      if (count < 0 || product(out, 0, out.size()) != count)
-        return fail("cannot reshape {} ({} elements) to {}: a size fixed at export (the batch?) disagrees; export "
-                    "with a symbolic batch dimension (dynamic_axes) to import at another batch",
-                    to_string(in), count, to_string(ints_of(*target)));
-    } else {
-      auto ax = LMS_TRY(axes(n, 1));
-      const bool squeeze = t == "Squeeze";
-      const int out_rank = squeeze ? r : r + static_cast<int>(ax ? ax->size() : 0);
-      std::set<int64_t> marked;
-      for (int64_t a : ax.value_or(std::vector<int64_t>{})) {
-        const int64_t k = a < 0 ? a + (squeeze ? r : out_rank) : a;
-        if (k < 0 || k >= (squeeze ? r : out_rank) || !marked.insert(k).second) return fail("bad axis {}", a);
-        if (squeeze && in[static_cast<size_t>(k)] != 1) return fail("cannot squeeze axis {} of size {}", a, in[k]);
-      }
-      if (squeeze) {
-        for (int i = 0; i < r; ++i)
-          if (marked.empty() ? in[i] != 1 : !marked.contains(i)) out.push_back(in[i]);
-      } else {
-        for (int i = 0, j = 0; i < out_rank; ++i) out.push_back(marked.contains(i) ? 1 : in[static_cast<size_t>(j++)]);
+    if (axis < 0 || axis > r) return fail("axis {} is out of range for rank {}", int_attr(n, "axis", 1), r);
+    out = {product(in, 0, static_cast<size_t>(axis)), product(in, static_cast<size_t>(axis), in.size())};
+  } else if (t == "Reshape") {
+    const HostTensor* target = constant(n, 1);
+    if (target == nullptr) return fail("the target shape '{}' is not a constant", has_input(n, 1) ? n.inputs[1] : "");
+    out = ints_of(*target);
+    int infer = -1;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i] == 0 && int_attr(n, "allowzero", 0) == 0) out[i] = i < in.size() ? in[i] : 0;
+      if (out[i] == -1) {
+        if (infer >= 0) return fail("more than one -1 in the target shape");
+        infer = static_cast<int>(i);
+      } else if (out[i] < 0) {
+        return fail("target shape {} has a negative size", to_string(out));
       }
     }
-    if (c != nullptr) {
-      HostTensor folded = *c;
-      folded.type.shape = out;
-      return define_const(n, std::move(folded));
+    const int64_t count = product(in, 0, in.size());
+    if (infer >= 0) {
+      out[static_cast<size_t>(infer)] = 1;
+      const int64_t known = product(out, 0, out.size());
+      out[static_cast<size_t>(infer)] = known > 0 && count % known == 0 ? count / known : -1;
     }
-    return define_view(n, LMS_TRY(tensor(n, 0)).value, out);
-  }
-
-  // Identity, and Dropout where it is the identity (evaluation mode, or a ratio of 0).
-  Result<void> identity(const OnnxNode& n) {
-    if (n.outputs.size() > 1 && !n.outputs[1].empty()) return fail("the mask output is not supported");
-    if (n.op_type == "Dropout") {
-      const HostTensor* ratio = constant(n, 1);
-      const HostTensor* training = constant(n, 2);
-      if (has_input(n, 2) && (training == nullptr || training->get(0) != 0) && (ratio == nullptr || ratio->get(0) != 0))
-        return fail("training-mode dropout is not supported (LMS has no dropout op); export in evaluation mode");
-    }
-    if (const HostTensor* c = constant(n, 0)) {
-      // PyTorch's exporter writes parameters that were equal at export (fresh layer norms: ones and zeros) as one
-      // initializer read through Identity nodes named after the others; each stays a parameter of its own.
-      if (initializers_.contains(n.inputs[0])) initializers_.insert(n.outputs.at(0));
-      return define_const(n, *c);
-    }
-    tensors_[n.outputs.at(0)] = LMS_TRY(tensor(n, 0));
-    return {};
-  }
-
-  Result<void> transpose(const OnnxNode& n) {
-    ValueId x = LMS_TRY(data(n, 0));
-    std::vector<int64_t> perm(shape_of(x).size());
-    std::iota(perm.rbegin(), perm.rend(), 0);  // ONNX's default reverses the dims
-    perm = ints_attr(n, "perm").value_or(perm);
-    return define(n, b_.op(Op::transpose, {x}, attrs({{"perm", IntList(perm)}}), out_name(n)));
-  }
-
-  Result<void> concat(const OnnxNode& n) {
-    const int64_t axis = int_attr(n, "axis", 0);
-    bool all_const = true;
-    for (size_t i = 0; i < n.inputs.size(); ++i) all_const = all_const && constant(n, i) != nullptr;
-    if (all_const && !n.inputs.empty()) {  // shape arithmetic: 1-D integer lists
-      std::vector<int64_t> joined;
-      for (size_t i = 0; i < n.inputs.size(); ++i) {
-        const HostTensor& c = *constant(n, i);
-        if (c.type.rank() != 1 || is_float(c.type.dtype)) return fail("only 1-D integer constants are concatenated");
-        for (int64_t v : ints_of(c)) joined.push_back(v);
-      }
-      return define_const(n, i64_tensor(joined, {static_cast<int64_t>(joined.size())}));
-    }
-    std::vector<ValueId> xs;
-    for (size_t i = 0; i < n.inputs.size(); ++i) xs.push_back(LMS_TRY(data(n, i)));
-    return define(n, b_.op(Op::concat, std::move(xs), attrs({{"axis", axis}}), out_name(n)));
-  }
-
-  Result<void> softmax(const OnnxNode& n) {
-    OnnxNode scores = n;  // under a causal mask: the scores themselves, and a causal softmax
-    auto masked = has_input(n, 0) ? masked_.find(n.inputs[0]) : masked_.end();
-    if (masked != masked_.end()) scores.inputs = {masked->second};
-    ValueId x = LMS_TRY(data(scores, 0));
-    const int64_t r = static_cast<int64_t>(shape_of(x).size());
-    int64_t axis = int_attr(n, "axis", model_.opset >= 13 ? -1 : 1);
-    if (axis < 0) axis += r;
-    // Before opset 13 Softmax works on the input flattened to 2-D at `axis`: the same only for the last axis.
-    if (model_.opset < 13 && axis != r - 1) return fail("opset {} Softmax over axis {} of rank {}", model_.opset, axis, r);
-    const bool causal = masked != masked_.end();
-    if (causal && axis != r - 1)
-      return fail("a causally masked Softmax over axis {} of rank {} (not the last)", axis, r);
-    return define(n, b_.op(Op::softmax, {x}, attrs({{"axis", axis}, {"causal", causal}}), out_name(n)));
-  }
-
-  Result<void> layer_norm(const OnnxNode& n) {
-    ValueId x = LMS_TRY(data(n, 0));
-    const int64_t axis = int_attr(n, "axis", -1);
-    if (axis != -1 && axis != static_cast<int64_t>(shape_of(x).size()) - 1)
-      return fail("normalization over axis {} (only the last axis is supported)", axis);
-    if (!has_input(n, 2)) return fail("a LayerNormalization without a bias input is not supported");
-    auto outs = b_.add(Op::layer_norm, {x, LMS_TRY(data(n, 1)), LMS_TRY(data(n, 2))},
-                       attrs({{"eps", float_attr(n, "epsilon", 1e-5)}}), out_name(n));
-    return define(n, outs.empty() ? ValueId{} : outs[0]);
-  }
-
-  Result<void> gemm(const OnnxNode& n) {
-    if (float_attr(n, "alpha", 1.0) != 1.0 || float_attr(n, "beta", 1.0) != 1.0)
-      return fail("alpha and beta other than 1 are not supported");
-    if (int_attr(n, "transA", 0) != 0) return fail("transA 1 is not supported");
-    ValueId a = LMS_TRY(data(n, 0)), w = LMS_TRY(data(n, 1));
-    Attributes at = attrs({{"transpose_b", int_attr(n, "transB", 0) != 0}});
-    if (!has_input(n, 2)) return define(n, b_.op(Op::matmul, {a, w}, std::move(at), out_name(n)));
-    ValueId y = b_.op(Op::matmul, {a, w}, std::move(at), out_name(n) + ".matmul");
-    ValueId c = LMS_TRY(data(n, 2));
-    if (b_.ok() && shape_of(c).size() == 1 && shape_of(c)[0] == shape_of(y).back())
-      return define(n, b_.op(Op::bias_add, {y, c}, attrs({{"axis", int64_t{-1}}}), out_name(n)));
-    return define(n, b_.op(Op::add, {y, c}, {}, out_name(n)));
-  }
-
-  Result<void> matmul(const OnnxNode& n) {
-    return define(n, b_.op(Op::matmul, {LMS_TRY(data(n, 0)), LMS_TRY(data(n, 1))}, {}, out_name(n)));
-  }
-
-  Result<void> reduce_mean(const OnnxNode& n) {
-    ValueId x = LMS_TRY(data(n, 0));
+    if (count < 0 || product(out, 0, out.size()) != count)
+      return fail("cannot reshape {} ({} elements) to {}: a size fixed at export (the batch?) disagrees; export "
+                  "with a symbolic batch dimension (dynamic_axes) to import at another batch",
+                  to_string(in), count, to_string(ints_of(*target)));
+  } else {
     auto ax = LMS_TRY(axes(n, 1));
-    Attributes a = attrs({{"axes", IntList(ax.value_or(std::vector<int64_t>{}))},
-                          {"keepdims", int_attr(n, "keepdims", 1) != 0}});
-    return define(n, b_.op(Op::mean, {x}, std::move(a), out_name(n)));
-  }
-
-  // Gather: folded on constants (shape arithmetic); a float initializer table read by ids is an embedding.
-  Result<void> gather(const OnnxNode& n) {
-    const HostTensor* table = constant(n, 0);
-    const HostTensor* ids = constant(n, 1);
-    int64_t axis = int_attr(n, "axis", 0);
-    if (table != nullptr && ids != nullptr && !is_float(table->type.dtype)) {
-      if (table->type.rank() != 1 || axis != 0 || ids->type.rank() > 1)
-        return fail("only gathers from 1-D integer constants are folded");
-      const std::vector<int64_t> from = ints_of(*table);
-      std::vector<int64_t> picked;
-      for (int64_t i : ints_of(*ids)) {
-        const int64_t k = i < 0 ? i + static_cast<int64_t>(from.size()) : i;
-        if (k < 0 || k >= static_cast<int64_t>(from.size())) return fail("index {} out of range", i);
-        picked.push_back(from[static_cast<size_t>(k)]);
-      }
-      return define_const(n, i64_tensor(picked, ids->type.shape));
+    const bool squeeze = t == "Squeeze";
+    const int out_rank = squeeze ? r : r + static_cast<int>(ax ? ax->size() : 0);
+    std::set<int64_t> marked;
+    for (int64_t a : ax.value_or(std::vector<int64_t>{})) {
+      const int64_t k = a < 0 ? a + (squeeze ? r : out_rank) : a;
+      if (k < 0 || k >= (squeeze ? r : out_rank) || !marked.insert(k).second) return fail("bad axis {}", a);
+      if (squeeze && in[static_cast<size_t>(k)] != 1) return fail("cannot squeeze axis {} of size {}", a, in[k]);
     }
-    if (axis != 0) return fail("only axis 0 of a table (an embedding) is supported");
-    if (ids != nullptr) {  // rows k, k+1, ... of a table (positions from a Range): a slice, viewed as ids' shape
-      const std::vector<int64_t> rows = ints_of(*ids);
-      ValueId t = LMS_TRY(data(n, 0));
-      const Shape& ts = shape_of(t);
-      for (size_t i = 0; i < rows.size(); ++i)
-        if (rows[i] != rows[0] + static_cast<int64_t>(i) || rows[0] < 0 || rows.back() >= ts[0])
-          return fail("constant indices {} are not consecutive rows of the table {}", to_string(Shape(rows)),
-                      to_string(ts));
-      if (rows.empty()) return fail("no indices");
-      Shape view = ids->type.shape;
-      view.insert(view.end(), ts.begin() + 1, ts.end());
-      const int64_t end = rows[0] + static_cast<int64_t>(rows.size());
-      ValueId y = b_.op(Op::slice, {t}, attrs({{"axis", int64_t{0}}, {"start", rows[0]}, {"end", end}}), out_name(n));
-      if (!b_.ok()) return std::unexpected(*b_.error());
-      return define_view(n, y, view);
+    if (squeeze) {
+      for (int i = 0; i < r; ++i)
+        if (marked.empty() ? in[i] != 1 : !marked.contains(i)) out.push_back(in[i]);
+    } else {
+      for (int i = 0, j = 0; i < out_rank; ++i) out.push_back(marked.contains(i) ? 1 : in[static_cast<size_t>(j++)]);
     }
-    return define(n, b_.op(Op::embedding, {LMS_TRY(data(n, 0)), LMS_TRY(data(n, 1))}, {}, out_name(n)));
   }
-
-  Result<void> shape(const OnnxNode& n) {
-    const HostTensor* c = constant(n, 0);
-    const Shape s = c != nullptr ? c->type.shape : LMS_TRY(tensor(n, 0)).shape;
-    const int64_t r = static_cast<int64_t>(s.size());
-    int64_t start = int_attr(n, "start", 0), end = int_attr(n, "end", r);
-    start = std::clamp(start < 0 ? start + r : start, int64_t{0}, r);
-    end = std::clamp(end < 0 ? end + r : end, int64_t{0}, r);
-    std::vector<int64_t> dims(s.begin() + start, s.begin() + std::max(start, end));
-    return define_const(n, i64_tensor(dims, {static_cast<int64_t>(dims.size())}));
+  if (c != nullptr) {
+    HostTensor folded = *c;
+    folded.type.shape = out;
+    return define_const(n, std::move(folded));
   }
+  return define_view(n, LMS_TRY(tensor(n, 0)).value, out);
+}
 
-  Result<void> constant_node(const OnnxNode& n) {
-    if (const OnnxAttribute* a = attr(n, "value", Kind::t)) return define_const(n, a->t);
-    if (const OnnxAttribute* a = attr(n, "value_ints", Kind::ints))
-      return define_const(n, i64_tensor(a->ints, {static_cast<int64_t>(a->ints.size())}));
-    if (const OnnxAttribute* a = attr(n, "value_int", Kind::i)) return define_const(n, i64_tensor({a->i}, {}));
-    if (const OnnxAttribute* a = attr(n, "value_float", Kind::f)) {
-      HostTensor t(TensorType{DType::f32, {}});
-      t.set(0, a->f);
-      return define_const(n, std::move(t));
+Result<void> Importer::identity(const OnnxNode& n) {
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) return fail("the mask output is not supported");
+  if (n.op_type == "Dropout") {
+    const HostTensor* ratio = constant(n, 1);
+    const HostTensor* training = constant(n, 2);
+    if (has_input(n, 2) && (training == nullptr || training->get(0) != 0) && (ratio == nullptr || ratio->get(0) != 0))
+      return fail("training-mode dropout is not supported (LMS has no dropout op); export in evaluation mode");
+  }
+  if (const HostTensor* c = constant(n, 0)) {
+    // PyTorch's exporter writes parameters that were equal at export (fresh layer norms: ones and zeros) as one
+    // initializer read through Identity nodes named after the others; each stays a parameter of its own.
+    if (initializers_.contains(n.inputs[0])) initializers_.insert(n.outputs.at(0));
+    return define_const(n, *c);
+  }
+  tensors_[n.outputs.at(0)] = LMS_TRY(tensor(n, 0));
+  return {};
+}
+
+Result<void> Importer::transpose(const OnnxNode& n) {
+  ValueId x = LMS_TRY(data(n, 0));
+  std::vector<int64_t> perm(shape_of(x).size());
+  std::iota(perm.rbegin(), perm.rend(), 0);  // ONNX's default reverses the dims
+  perm = ints_attr(n, "perm").value_or(perm);
+  return define(n, b_.op(Op::transpose, {x}, attrs({{"perm", IntList(perm)}}), out_name(n)));
+}
+
+Result<void> Importer::concat(const OnnxNode& n) {
+  const int64_t axis = int_attr(n, "axis", 0);
+  bool all_const = true;
+  for (size_t i = 0; i < n.inputs.size(); ++i) all_const = all_const && constant(n, i) != nullptr;
+  if (all_const && !n.inputs.empty()) {  // shape arithmetic: 1-D integer lists
+    std::vector<int64_t> joined;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const HostTensor& c = *constant(n, i);
+      if (c.type.rank() != 1 || is_float(c.type.dtype)) return fail("only 1-D integer constants are concatenated");
+      for (int64_t v : ints_of(c)) joined.push_back(v);
     }
-    return fail("only 'value', 'value_int', 'value_ints' and 'value_float' constants are supported");
+    return define_const(n, i64_tensor(joined, {static_cast<int64_t>(joined.size())}));
   }
+  std::vector<ValueId> xs;
+  for (size_t i = 0; i < n.inputs.size(); ++i) xs.push_back(LMS_TRY(data(n, i)));
+  return define(n, b_.op(Op::concat, std::move(xs), attrs({{"axis", axis}}), out_name(n)));
+}
 
-  Result<void> cast(const OnnxNode& n) {
-    const int32_t to = static_cast<int32_t>(int_attr(n, "to", 0));
-    constexpr int32_t kOnnxBool = 9;  // booleans are i64 0/1 here
-    if (to == kOnnxBool && constant(n, 0)) return define_const(n, fold_not(fold_not(*constant(n, 0))));
-    std::optional<DType> dt = onnx_dtype(to);
-    if (!dt) return fail("cast to {} is not supported", onnx_type_name(to));
-    if (const HostTensor* c = constant(n, 0)) {
-      HostTensor t(TensorType{*dt, c->type.shape});
-      for (int64_t k = 0; k < t.type.num_elements(); ++k) t.set(k, c->get(k));
-      return define_const(n, std::move(t));
+Result<void> Importer::layer_norm(const OnnxNode& n) {
+  ValueId x = LMS_TRY(data(n, 0));
+  const int64_t axis = int_attr(n, "axis", -1);
+  if (axis != -1 && axis != static_cast<int64_t>(shape_of(x).size()) - 1)
+    return fail("normalization over axis {} (only the last axis is supported)", axis);
+  if (!has_input(n, 2)) return fail("a LayerNormalization without a bias input is not supported");
+  auto outs = b_.add(Op::layer_norm, {x, LMS_TRY(data(n, 1)), LMS_TRY(data(n, 2))},
+                     attrs({{"eps", float_attr(n, "epsilon", 1e-5)}}), out_name(n));
+  return define(n, outs.empty() ? ValueId{} : outs[0]);
+}
+
+Result<void> Importer::gemm(const OnnxNode& n) {
+  if (float_attr(n, "alpha", 1.0) != 1.0 || float_attr(n, "beta", 1.0) != 1.0)
+    return fail("alpha and beta other than 1 are not supported");
+  if (int_attr(n, "transA", 0) != 0) return fail("transA 1 is not supported");
+  ValueId a = LMS_TRY(data(n, 0)), w = LMS_TRY(data(n, 1));
+  Attributes at = attrs({{"transpose_b", int_attr(n, "transB", 0) != 0}});
+  if (!has_input(n, 2)) return define(n, b_.op(Op::matmul, {a, w}, std::move(at), out_name(n)));
+  ValueId y = b_.op(Op::matmul, {a, w}, std::move(at), out_name(n) + ".matmul");
+  ValueId c = LMS_TRY(data(n, 2));
+  if (b_.ok() && shape_of(c).size() == 1 && shape_of(c)[0] == shape_of(y).back())
+    return define(n, b_.op(Op::bias_add, {y, c}, attrs({{"axis", int64_t{-1}}}), out_name(n)));
+  return define(n, b_.op(Op::add, {y, c}, {}, out_name(n)));
+}
+
+Result<void> Importer::matmul(const OnnxNode& n) {
+  return define(n, b_.op(Op::matmul, {LMS_TRY(data(n, 0)), LMS_TRY(data(n, 1))}, {}, out_name(n)));
+}
+
+Result<void> Importer::reduce_mean(const OnnxNode& n) {
+  ValueId x = LMS_TRY(data(n, 0));
+  auto ax = LMS_TRY(axes(n, 1));
+  Attributes a = attrs({{"axes", IntList(ax.value_or(std::vector<int64_t>{}))},
+                        {"keepdims", int_attr(n, "keepdims", 1) != 0}});
+  return define(n, b_.op(Op::mean, {x}, std::move(a), out_name(n)));
+}
+
+Result<void> Importer::gather(const OnnxNode& n) {
+  const HostTensor* table = constant(n, 0);
+  const HostTensor* ids = constant(n, 1);
+  int64_t axis = int_attr(n, "axis", 0);
+  if (table != nullptr && ids != nullptr && !is_float(table->type.dtype)) {
+    if (table->type.rank() != 1 || axis != 0 || ids->type.rank() > 1)
+      return fail("only gathers from 1-D integer constants are folded");
+    const std::vector<int64_t> from = ints_of(*table);
+    std::vector<int64_t> picked;
+    for (int64_t i : ints_of(*ids)) {
+      const int64_t k = i < 0 ? i + static_cast<int64_t>(from.size()) : i;
+      if (k < 0 || k >= static_cast<int64_t>(from.size())) return fail("index {} out of range", i);
+      picked.push_back(from[static_cast<size_t>(k)]);
     }
-    Tensor t = LMS_TRY(tensor(n, 0));
-    if (b_.type(t.value).dtype != *dt)
-      return fail("casting {} to {} is not supported", to_string(b_.type(t.value)), dtype_name(*dt));
-    tensors_[n.outputs.at(0)] = t;
-    return {};
+    return define_const(n, i64_tensor(picked, ids->type.shape));
   }
+  if (axis != 0) return fail("only axis 0 of a table (an embedding) is supported");
+  if (ids != nullptr) {  // rows k, k+1, ... of a table (positions from a Range): a slice, viewed as ids' shape
+    const std::vector<int64_t> rows = ints_of(*ids);
+    ValueId t = LMS_TRY(data(n, 0));
+    const Shape& ts = shape_of(t);
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i] != rows[0] + static_cast<int64_t>(i) || rows[0] < 0 || rows.back() >= ts[0])
+        return fail("constant indices {} are not consecutive rows of the table {}", to_string(Shape(rows)),
+                    to_string(ts));
+    if (rows.empty()) return fail("no indices");
+    Shape view = ids->type.shape;
+    view.insert(view.end(), ts.begin() + 1, ts.end());
+    const int64_t end = rows[0] + static_cast<int64_t>(rows.size());
+    ValueId y = b_.op(Op::slice, {t}, attrs({{"axis", int64_t{0}}, {"start", rows[0]}, {"end", end}}), out_name(n));
+    if (!b_.ok()) return std::unexpected(*b_.error());
+    return define_view(n, y, view);
+  }
+  return define(n, b_.op(Op::embedding, {LMS_TRY(data(n, 0)), LMS_TRY(data(n, 1))}, {}, out_name(n)));
+}
 
-  Result<ValueId> data_input();
+Result<void> Importer::shape(const OnnxNode& n) {
+  const HostTensor* c = constant(n, 0);
+  const Shape s = c != nullptr ? c->type.shape : LMS_TRY(tensor(n, 0)).shape;
+  const int64_t r = static_cast<int64_t>(s.size());
+  int64_t start = int_attr(n, "start", 0), end = int_attr(n, "end", r);
+  start = std::clamp(start < 0 ? start + r : start, int64_t{0}, r);
+  end = std::clamp(end < 0 ? end + r : end, int64_t{0}, r);
+  std::vector<int64_t> dims(s.begin() + start, s.begin() + std::max(start, end));
+  return define_const(n, i64_tensor(dims, {static_cast<int64_t>(dims.size())}));
+}
 
-  const OnnxModel& model_;
-  const OnnxImportOptions& opts_;
-  Builder b_;
-  std::map<std::string, Tensor> tensors_;
-  std::map<std::string, std::string> masked_;  // a causally masked output -> the scores it masks (for Softmax)
-  std::map<std::string, HostTensor> consts_;
-  std::set<std::string> initializers_;
-  std::map<std::string, HostTensor> weights_;
-  std::optional<std::string> attr_error_;
-};
+Result<void> Importer::constant_node(const OnnxNode& n) {
+  if (const OnnxAttribute* a = attr(n, "value", Kind::t)) return define_const(n, a->t);
+  if (const OnnxAttribute* a = attr(n, "value_ints", Kind::ints))
+    return define_const(n, i64_tensor(a->ints, {static_cast<int64_t>(a->ints.size())}));
+  if (const OnnxAttribute* a = attr(n, "value_int", Kind::i)) return define_const(n, i64_tensor({a->i}, {}));
+  if (const OnnxAttribute* a = attr(n, "value_float", Kind::f)) {
+    HostTensor t(TensorType{DType::f32, {}});
+    t.set(0, a->f);
+    return define_const(n, std::move(t));
+  }
+  return fail("only 'value', 'value_int', 'value_ints' and 'value_float' constants are supported");
+}
+
+Result<void> Importer::cast(const OnnxNode& n) {
+  const int32_t to = static_cast<int32_t>(int_attr(n, "to", 0));
+  constexpr int32_t kOnnxBool = 9;  // booleans are i64 0/1 here
+  if (to == kOnnxBool && constant(n, 0)) return define_const(n, fold_not(fold_not(*constant(n, 0))));
+  std::optional<DType> dt = onnx_dtype(to);
+  if (!dt) return fail("cast to {} is not supported", onnx_type_name(to));
+  if (const HostTensor* c = constant(n, 0)) {
+    HostTensor t(TensorType{*dt, c->type.shape});
+    for (int64_t k = 0; k < t.type.num_elements(); ++k) t.set(k, c->get(k));
+    return define_const(n, std::move(t));
+  }
+  Tensor t = LMS_TRY(tensor(n, 0));
+  if (b_.type(t.value).dtype != *dt)
+    return fail("casting {} to {} is not supported", to_string(b_.type(t.value)), dtype_name(*dt));
+  tensors_[n.outputs.at(0)] = t;
+  return {};
+}
 
 const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::handlers() {
   static const std::vector<std::pair<std::string_view, Handler>> table = {
@@ -804,7 +487,9 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
   return std::move(weights_);
 }
 
-}  // namespace
+}  // namespace onnx_import_detail
+
+using onnx_import_detail::Importer;
 
 std::string legal_name(std::string_view onnx) {
   while (onnx.starts_with('/')) onnx.remove_prefix(1);  // PyTorch 2's scoped names

@@ -1,0 +1,135 @@
+// The importer's handlers for what transformers need (see onnx_importer.h): Slice and Split as `slice`, causal
+// attention masks (Where, or Add of a constant) carried to the Softmax that reads them, and Equal/Not/Range
+// folded on constants.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "lms/io/onnx_fold.h"
+#include "lms/io/onnx_importer.h"
+
+namespace lms::onnx_import_detail {
+
+Result<void> Importer::mask_scores(const OnnxNode& n, const std::string& scores, const HostTensor& masked) {
+  OnnxNode reader;
+  reader.inputs = {scores};
+  const Shape shape = LMS_TRY(tensor(reader, 0)).shape;
+  if (!is_causal_mask(masked, shape))
+    return fail("the attention mask {} is not causal for scores {} (only causal masks are supported: entries "
+                "[..., i, j] with j > i filled)", to_string(masked.type.shape), to_string(shape));
+  masked_[n.outputs.at(0)] = scores;
+  return {};
+}
+
+Result<void> Importer::where(const OnnxNode& n) {
+  const HostTensor* cond = constant(n, 0);
+  if (cond && constant(n, 1) && constant(n, 2))
+    return define_const(n, LMS_TRY(fold_where(*cond, *constant(n, 1), *constant(n, 2))));
+  for (size_t side : {size_t{1}, size_t{2}}) {
+    const HostTensor* fill = constant(n, side);
+    if (cond == nullptr || fill == nullptr || fill->type.num_elements() != 1 || !(fill->get(0) <= kMaskFill))
+      continue;
+    return mask_scores(n, n.inputs.at(3 - side), side == 1 ? *cond : fold_not(*cond));
+  }
+  return fail("Where is supported on constants, and on data only as a causal attention mask (a constant "
+              "condition choosing between the scores and -inf)");
+}
+
+Result<void> Importer::fold(const OnnxNode& n) {
+  std::vector<const HostTensor*> in;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    in.push_back(constant(n, i));
+    if (in.back() == nullptr)
+      return fail("{} is supported on constants only (shape arithmetic and masks), but input '{}' is computed "
+                  "from the data", n.op_type, has_input(n, i) ? n.inputs[i] : "");
+  }
+  const size_t arity = n.op_type == "Not" ? 1 : n.op_type == "Equal" ? 2 : 3;
+  if (in.size() != arity) return fail("{} inputs, expected {}", in.size(), arity);
+  if (n.op_type == "Not") return define_const(n, fold_not(*in[0]));
+  if (n.op_type == "Equal") return define_const(n, LMS_TRY(fold_binary("Equal", *in[0], *in[1])));
+  return define_const(n, LMS_TRY(fold_range(*in[0], *in[1], *in[2])));
+}
+
+Result<void> Importer::slice(const OnnxNode& n) {
+  std::vector<std::vector<int64_t>> lists(4);  // starts, ends, axes, steps
+  const char* names[] = {"starts", "ends", "axes", "steps"};
+  for (size_t k = 0; k < 4; ++k) {
+    if (model_.opset < 10) {  // attributes before opset 10
+      lists[k] = ints_attr(n, names[k]).value_or(std::vector<int64_t>{});
+    } else if (has_input(n, k + 1)) {
+      const HostTensor* c = constant(n, k + 1);
+      if (c == nullptr) return fail("the {} input '{}' is not a constant", names[k], n.inputs[k + 1]);
+      lists[k] = ints_of(*c);
+    }
+  }
+  if (const HostTensor* c = constant(n, 0))
+    return define_const(n, LMS_TRY(fold_slice(*c, lists[0], lists[1], lists[2], lists[3])));
+  ValueId v = LMS_TRY(data(n, 0));
+  const Shape in = shape_of(v);
+  const SliceBounds s = LMS_TRY(slice_bounds(in, lists[0], lists[1], lists[2], lists[3]));
+  std::vector<size_t> cut;  // the axes actually sliced
+  for (size_t a = 0; a < in.size(); ++a) {
+    if (s.count[a] == in[a]) continue;
+    if (s.step[a] != 1) return fail("a slice with step {} along axis {} is not supported", s.step[a], a);
+    if (s.count[a] == 0) return fail("the slice along axis {} is empty", a);
+    cut.push_back(a);
+  }
+  for (size_t a : cut)
+    v = b_.op(Op::slice, {v},
+              attrs({{"axis", static_cast<int64_t>(a)}, {"start", s.first[a]}, {"end", s.first[a] + s.count[a]}}),
+              out_name(n) + (a == cut.back() ? "" : fmt::format(".axis{}", a)));
+  return define(n, v);
+}
+
+Result<void> Importer::split(const OnnxNode& n) {
+  ValueId x = LMS_TRY(data(n, 0));
+  const auto r = static_cast<int64_t>(shape_of(x).size());
+  int64_t axis = int_attr(n, "axis", 0);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return fail("axis {} is out of range for rank {}", int_attr(n, "axis", 0), r);
+  const int64_t d = shape_of(x)[static_cast<size_t>(axis)];
+  std::vector<int64_t> sizes = ints_attr(n, "split").value_or(std::vector<int64_t>{});
+  if (has_input(n, 1)) {
+    const HostTensor* c = constant(n, 1);
+    if (c == nullptr) return fail("the split input '{}' is not a constant", n.inputs[1]);
+    sizes = ints_of(*c);
+  }
+  if (sizes.empty()) {  // equal parts; since opset 18 the last may be smaller
+    const auto parts = static_cast<int64_t>(n.outputs.size());
+    const int64_t each = (d + parts - 1) / parts;
+    if (model_.opset < 18 && d % parts != 0) return fail("{} does not split into {} equal parts", d, parts);
+    for (int64_t k = 0; k < parts; ++k) sizes.push_back(std::min(each, d - k * each));
+  }
+  if (sizes.size() != n.outputs.size() || std::reduce(sizes.begin(), sizes.end()) != d)
+    return fail("split sizes {} do not divide axis {} of size {} into {} outputs", to_string(Shape(sizes)), axis, d,
+                n.outputs.size());
+  int64_t start = 0;
+  for (size_t k = 0; k < sizes.size(); start += sizes[k++]) {
+    if (n.outputs[k].empty()) continue;
+    if (sizes[k] <= 0) return fail("output {} of the split is empty", k);
+    ValueId part = b_.op(Op::slice, {x}, attrs({{"axis", axis}, {"start", start}, {"end", start + sizes[k]}}),
+                         out_name(n, k));
+    if (!b_.ok()) return std::unexpected(*b_.error());
+    tensors_[n.outputs[k]] = Tensor{part, shape_of(part)};
+  }
+  return {};
+}
+
+Result<void> Importer::softmax(const OnnxNode& n) {
+  OnnxNode scores = n;  // under a causal mask: the scores themselves, and a causal softmax
+  auto masked = has_input(n, 0) ? masked_.find(n.inputs[0]) : masked_.end();
+  if (masked != masked_.end()) scores.inputs = {masked->second};
+  ValueId x = LMS_TRY(data(scores, 0));
+  const int64_t r = static_cast<int64_t>(shape_of(x).size());
+  int64_t axis = int_attr(n, "axis", model_.opset >= 13 ? -1 : 1);
+  if (axis < 0) axis += r;
+  // Before opset 13 Softmax works on the input flattened to 2-D at `axis`: the same only for the last axis.
+  if (model_.opset < 13 && axis != r - 1) return fail("opset {} Softmax over axis {} of rank {}", model_.opset, axis, r);
+  const bool causal = masked != masked_.end();
+  if (causal && axis != r - 1)
+    return fail("a causally masked Softmax over axis {} of rank {} (not the last)", axis, r);
+  return define(n, b_.op(Op::softmax, {x}, attrs({{"axis", axis}, {"causal", causal}}), out_name(n)));
+}
+
+}  // namespace lms::onnx_import_detail

@@ -1,0 +1,241 @@
+// The ONNX importer's internals (io/onnx_import.h is the interface), shared by its two source files:
+// onnx_import.cc (the operator table, the convolutional and general operators, the graph's inputs and loss) and
+// onnx_import_attention.cc (what transformers need: Slice, Split, causal masks, Softmax, Equal/Not/Range). The
+// Importer keeps, for every ONNX tensor name, either a graph value with the shape ONNX knows it by (a pending
+// view: the value's own shape may differ until an op needs the ONNX shape, when one reshape is added) or a host
+// constant (initializers, Constant outputs, folded shape arithmetic). Float initializers become parameters when
+// first read as data. Nothing outside src/lms/io includes this file.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lms/io/onnx_import.h"
+#include "lms/ir/builder.h"
+
+namespace lms::onnx_import_detail {
+
+using Kind = OnnxAttribute::Kind;
+
+// The product of s[from, to), or -1 past kMaxImportElements (so no size arithmetic overflows).
+constexpr int64_t kMaxImportElements = int64_t{1} << 48;  // as the model builders' limit (models/layers.h)
+inline int64_t product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i)
+    if (s[i] < 0 || __builtin_mul_overflow(p, s[i], &p) || p > kMaxImportElements) return -1;
+  return p;
+}
+
+// The integer elements of a constant (i32 or i64).
+inline std::vector<int64_t> ints_of(const HostTensor& t) {
+  std::vector<int64_t> out(static_cast<size_t>(t.type.num_elements()));
+  if (t.type.dtype == DType::i64) {
+    std::span<const int64_t> v = t.as<int64_t>();
+    out.assign(v.begin(), v.end());
+  } else {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(t.get(static_cast<int64_t>(i)));
+  }
+  return out;
+}
+
+// A fill value that masks an attention score out: -inf, or one so negative that exp() of it underflows to 0
+// (PyTorch code uses finfo.min or -1e4 as well as -inf).
+constexpr double kMaskFill = -1e4;
+
+inline HostTensor i64_tensor(const std::vector<int64_t>& v, Shape shape) {
+  HostTensor t(TensorType{DType::i64, std::move(shape)});
+  std::copy(v.begin(), v.end(), t.as<int64_t>().begin());
+  return t;
+}
+
+class Importer {
+ public:
+  Importer(const OnnxModel& m, const OnnxImportOptions& o, Graph& g) : model_(m), opts_(o), b_(g) {}
+
+  Result<std::map<std::string, HostTensor>> run();
+
+  using Handler = Result<void> (Importer::*)(const OnnxNode&);
+  static const std::vector<std::pair<std::string_view, Handler>>& handlers();
+
+ private:
+  struct Tensor {
+    ValueId value;
+    Shape shape;  // the ONNX shape; differs from the value's own until `data` adds the reshape
+  };
+
+  // ---- reading inputs ----
+  bool has_input(const OnnxNode& n, size_t i) const { return i < n.inputs.size() && !n.inputs[i].empty(); }
+  const HostTensor* constant(const OnnxNode& n, size_t i) const {
+    if (!has_input(n, i)) return nullptr;
+    auto it = consts_.find(n.inputs[i]);
+    return it == consts_.end() ? nullptr : &it->second;
+  }
+  // Input i as a graph value without fixing its shape (for ops that only reshape).
+  Result<Tensor> tensor(const OnnxNode& n, size_t i) {
+    if (!has_input(n, i)) return fail("input {} is missing", i);
+    const std::string& name = n.inputs[i];
+    if (auto it = tensors_.find(name); it != tensors_.end()) return it->second;
+    if (masked_.contains(name))
+      return fail("'{}' holds attention scores under a causal mask; LMS takes it only as the input of a Softmax "
+                  "over the last axis", name);
+    auto c = consts_.find(name);
+    if (c == consts_.end()) return fail("input '{}' is not produced by any node LMS imported", name);
+    const HostTensor& t = c->second;
+    if (!is_float(t.type.dtype))
+      return fail("input '{}' is an integer constant ({}), which LMS does not take as data", name, to_string(t.type));
+    ValueId v;
+    if (initializers_.contains(name)) {  // a trainable parameter, initialized from the file
+      v = b_.param(t.type, legal_name(name));  // no init: the weights come from the file
+      if (b_.ok()) weights_[b_.graph().value(v).name] = t;
+    } else {  // a Constant: only a tensor of one repeated value has an LMS op (`constant`)
+      const double first = t.type.num_elements() > 0 ? t.get(0) : 0.0;
+      for (int64_t k = 1; k < t.type.num_elements(); ++k)
+        if (t.get(k) != first)
+          return fail("input '{}' is a Constant tensor {} of differing values, which LMS cannot hold", name,
+                      to_string(t.type));
+      auto outs = b_.add(Op::constant, {}, attrs({{"value", first}}), legal_name(name), {t.type});
+      v = outs.empty() ? ValueId{} : outs[0];
+    }
+    if (!b_.ok()) return std::unexpected(*b_.error());
+    return tensors_[name] = Tensor{v, t.type.shape};
+  }
+  // Input i as a graph value of its ONNX shape.
+  Result<ValueId> data(const OnnxNode& n, size_t i) {
+    Tensor t = LMS_TRY(tensor(n, i));
+    if (b_.type(t.value).shape == t.shape) return t.value;
+    ValueId v = b_.op(Op::reshape, {t.value}, attrs({{"shape", IntList(t.shape)}}), legal_name(n.inputs[i]));
+    if (!b_.ok()) return std::unexpected(*b_.error());
+    tensors_[n.inputs[i]] = Tensor{v, t.shape};
+    return v;
+  }
+  const Shape& shape_of(ValueId v) const { return b_.type(v).shape; }
+
+  // ---- attributes (the first wrong kind is kept in attr_error_, like Builder's errors) ----
+  const OnnxAttribute* attr(const OnnxNode& n, std::string_view name, Kind kind) {
+    const OnnxAttribute* a = n.attribute(name);
+    if (a == nullptr || a->kind == kind) return a;
+    if (!attr_error_) attr_error_ = fmt::format("attribute '{}' has the wrong kind", name);
+    return nullptr;
+  }
+  int64_t int_attr(const OnnxNode& n, std::string_view name, int64_t fallback) {
+    const OnnxAttribute* a = attr(n, name, Kind::i);
+    return a ? a->i : fallback;
+  }
+  double float_attr(const OnnxNode& n, std::string_view name, double fallback) {
+    const OnnxAttribute* a = attr(n, name, Kind::f);
+    return a ? a->f : fallback;
+  }
+  std::string string_attr(const OnnxNode& n, std::string_view name, std::string fallback) {
+    const OnnxAttribute* a = attr(n, name, Kind::s);
+    return a ? a->s : fallback;
+  }
+  std::optional<std::vector<int64_t>> ints_attr(const OnnxNode& n, std::string_view name) {
+    const OnnxAttribute* a = attr(n, name, Kind::ints);
+    return a ? std::optional(a->ints) : std::nullopt;
+  }
+  // Axes from an attribute (older opsets) or from constant input `i` (newer ones).
+  Result<std::optional<std::vector<int64_t>>> axes(const OnnxNode& n, size_t i) {
+    if (auto a = ints_attr(n, "axes")) return a;
+    if (!has_input(n, i)) return std::optional<std::vector<int64_t>>();
+    const HostTensor* c = constant(n, i);
+    if (c == nullptr) return fail("the axes input '{}' is not a constant", n.inputs[i]);
+    return std::optional(ints_of(*c));
+  }
+
+  // ---- defining outputs ----
+  std::string out_name(const OnnxNode& n, size_t i = 0) const { return legal_name(n.outputs.at(i)); }
+  Result<void> define(const OnnxNode& n, ValueId v) {
+    if (!b_.ok()) return std::unexpected(*b_.error());
+    tensors_[n.outputs.at(0)] = Tensor{v, shape_of(v)};
+    return {};
+  }
+  Result<void> define_view(const OnnxNode& n, ValueId v, Shape shape) {
+    if (product(shape, 0, shape.size()) != b_.type(v).num_elements())
+      return fail("shape {} does not hold the {} elements of {}", to_string(shape), b_.type(v).num_elements(),
+                  to_string(b_.type(v)));
+    tensors_[n.outputs.at(0)] = Tensor{v, std::move(shape)};
+    return {};
+  }
+  Result<void> define_const(const OnnxNode& n, HostTensor t) {
+    consts_[n.outputs.at(0)] = std::move(t);
+    return {};
+  }
+
+  // ---- spatial attributes shared by Conv, ConvTranspose and the pools ----
+  // strides/dilations default to ones; pads [begin..., end...] must be symmetric; auto_pad NOTSET or VALID.
+  Result<IntList> spatial(const OnnxNode& n, std::string_view name, int rank) {
+    std::vector<int64_t> v = ints_attr(n, name).value_or(std::vector<int64_t>(static_cast<size_t>(rank), 1));
+    if (static_cast<int>(v.size()) != rank) return fail("'{}' has {} values for {} spatial dims", name, v.size(), rank);
+    return v;
+  }
+  Result<IntList> symmetric_pads(const OnnxNode& n, int rank) {
+    const std::string auto_pad = string_attr(n, "auto_pad", "NOTSET");
+    if (auto_pad != "NOTSET" && auto_pad != "VALID")
+      return fail("auto_pad '{}' is not supported (export with explicit pads)", auto_pad);
+    std::vector<int64_t> pads = ints_attr(n, "pads").value_or(std::vector<int64_t>(2 * static_cast<size_t>(rank), 0));
+    if (static_cast<int>(pads.size()) != 2 * rank) return fail("'pads' has {} values for {} spatial dims", pads.size(), rank);
+    IntList out;
+    for (int i = 0; i < rank; ++i) {
+      if (pads[i] != pads[i + rank]) return fail("asymmetric padding {} is not supported", to_string(Shape(pads)));
+      out.push_back(pads[i]);
+    }
+    return out;
+  }
+  Result<int> spatial_rank(ValueId x) {
+    const int rank = b_.type(x).rank() - 2;
+    if (rank < 1 || rank > 3) return fail("input {} has {} spatial dims (1 to 3 supported)", to_string(b_.type(x)), rank);
+    return rank;
+  }
+
+  // ---- handlers ----
+  Result<void> conv(const OnnxNode& n);
+  Result<void> batch_norm(const OnnxNode& n);
+  Result<void> unary(const OnnxNode& n);
+  Result<void> binary(const OnnxNode& n);
+  // The output is the scores under `masked` (nonzero = filled), which must be causal; only Softmax reads it.
+  Result<void> mask_scores(const OnnxNode& n, const std::string& scores, const HostTensor& masked);
+  // Where: folded on constants; on data, a masked fill of attention scores (a constant condition and a fill of
+  // -inf, or <= kMaskFill, as in scores.masked_fill(mask == 0, -inf)).
+  Result<void> where(const OnnxNode& n);
+  // Equal, Not, Range: on constants only (shape arithmetic, masks and positions).
+  Result<void> fold(const OnnxNode& n);
+  // Slice: folded on constants; on data, one `slice` per sliced axis (steps of 1 only).
+  Result<void> slice(const OnnxNode& n);
+  // Split: one `slice` per output (sizes from the 'split' input or attribute, else equal parts).
+  Result<void> split(const OnnxNode& n);
+  Result<void> pool(const OnnxNode& n);
+  Result<void> global_avg_pool(const OnnxNode& n);
+  // Flatten, Reshape, Squeeze, Unsqueeze: the output is the input under another shape (constants are folded).
+  Result<void> reshape_like(const OnnxNode& n);
+  // Identity, and Dropout where it is the identity (evaluation mode, or a ratio of 0).
+  Result<void> identity(const OnnxNode& n);
+  Result<void> transpose(const OnnxNode& n);
+  Result<void> concat(const OnnxNode& n);
+  Result<void> softmax(const OnnxNode& n);
+  Result<void> layer_norm(const OnnxNode& n);
+  Result<void> gemm(const OnnxNode& n);
+  Result<void> matmul(const OnnxNode& n);
+  Result<void> reduce_mean(const OnnxNode& n);
+  // Gather: folded on constants (shape arithmetic); a float initializer table read by ids is an embedding.
+  Result<void> gather(const OnnxNode& n);
+  Result<void> shape(const OnnxNode& n);
+  Result<void> constant_node(const OnnxNode& n);
+  Result<void> cast(const OnnxNode& n);
+
+  Result<ValueId> data_input();
+
+  const OnnxModel& model_;
+  const OnnxImportOptions& opts_;
+  Builder b_;
+  std::map<std::string, Tensor> tensors_;
+  std::map<std::string, std::string> masked_;  // a causally masked output -> the scores it masks (for Softmax)
+  std::map<std::string, HostTensor> consts_;
+  std::set<std::string> initializers_;
+  std::map<std::string, HostTensor> weights_;
+  std::optional<std::string> attr_error_;
+};
+
+}  // namespace lms::onnx_import_detail
