@@ -299,14 +299,15 @@ Result<void> Importer::gather(const OnnxNode& n) {
     const std::vector<int64_t> rows = ints_of(*ids);
     ValueId t = LMS_TRY(data(n, 0));
     const Shape& ts = shape_of(t);
-    for (size_t i = 0; i < rows.size(); ++i)
-      if (rows[i] != rows[0] + static_cast<int64_t>(i) || rows[0] < 0 || rows.back() >= ts[0])
-        return fail("constant indices {} are not consecutive rows of the table {}", to_string(Shape(rows)),
-                    to_string(ts));
     if (rows.empty()) return fail("no indices");
+    const int64_t end = rows[0] + static_cast<int64_t>(rows.size());
+    bool consecutive = rows[0] >= 0 && end <= ts[0];
+    for (size_t i = 0; i < rows.size() && consecutive; ++i) consecutive = rows[i] == rows[0] + static_cast<int64_t>(i);
+    if (!consecutive)
+      return fail("constant indices {} are not consecutive rows of the table {}", to_string(Shape(rows)),
+                  to_string(ts));
     Shape view = ids->type.shape;
     view.insert(view.end(), ts.begin() + 1, ts.end());
-    const int64_t end = rows[0] + static_cast<int64_t>(rows.size());
     ValueId y = b_.op(Op::slice, {t}, attrs({{"axis", int64_t{0}}, {"start", rows[0]}, {"end", end}}), out_name(n));
     if (!b_.ok()) return std::unexpected(*b_.error());
     return define_view(n, y, view);
