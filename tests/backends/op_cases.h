@@ -4,8 +4,8 @@
 // Forward cases expand into their gradients (gradient_cases): a convolution into conv_backward_data and
 // conv_backward_filter, a plain matmul into its two transposed matmuls, a max pooling into max_pool_grad,
 // max_pool_argmax and max_pool_grad_by_argmax, an average pooling into avg_pool_grad, a norm into its grad,
-// relu/gelu/softmax into theirs. Outputs are compared by the norm-wise relative error max|got - ref| / max|ref|:
-// the reference accumulates in double and rounds once; a library
+// relu/gelu/sigmoid/tanh/softmax into theirs. Outputs are compared by the norm-wise relative error
+// max|got - ref| / max|ref|: the reference accumulates in double and rounds once; a library
 // computing in f32 in its own order is not expected to match bit for bit; 1e-5 is about a hundred f32 ulps at
 // the largest output. `tolerance` is the cpu backend's; each backend's test states its own where they differ.
 // A row with tolerance 0 must be bit-identical (pure data movement, the double-accumulating reductions, and the
@@ -37,6 +37,7 @@ using ref_test::B;
 using ref_test::F;
 using ref_test::I;
 using ref_test::L;
+using ref_test::S;
 
 inline constexpr double kDefaultTolerance = 1e-5;
 
@@ -113,6 +114,9 @@ inline const std::vector<OpCase> kCases = {
     {"add_same_by4", Op::add, {{2, 8, 6}, {2, 8, 6}}, {}},
     {"mul_same_by4", Op::mul, {{4, 10}, {4, 10}}, {}},
     {"gelu", Op::gelu, {In({4, 33}, DType::f32, -4, 4)}, {}},
+    {"gelu_tanh", Op::gelu, {In({4, 33}, DType::f32, -4, 4)}, A({{"approximate", S("tanh")}})},
+    {"sigmoid", Op::sigmoid, {In({4, 33}, DType::f32, -6, 6)}, {}},
+    {"tanh", Op::tanh, {In({4, 33}, DType::f32, -3, 3)}, {}},
     {"add_same", Op::add, {{3, 7, 5}, {3, 7, 5}}, {}},
     {"add_broadcast", Op::add, {{4, 5, 6}, {6}}, {}},
     {"add_broadcast_first", Op::add, {{5, 1}, {4, 5, 6}}, {}},
@@ -265,7 +269,11 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
     g.push_back({n + ".grad", op, {In(x, t), In(x, t), c.inputs[1], In(stats, t), Pos(stats, t)}, {}, tol});
   } else if (c.op == Op::relu || c.op == Op::gelu) {
     const Op op = c.op == Op::relu ? Op::relu_grad : Op::gelu_grad;
-    g.push_back({n + ".grad", op, {In(x), c.inputs[0]}, {}, tol});
+    g.push_back({n + ".grad", op, {In(x), c.inputs[0]}, c.attrs, tol});
+  } else if (c.op == Op::sigmoid || c.op == Op::tanh) {
+    // The grads read y: sigmoid's lies in (0, 1), tanh's in (-1, 1).
+    const Op op = c.op == Op::sigmoid ? Op::sigmoid_grad : Op::tanh_grad;
+    g.push_back({n + ".grad", op, {In(x), In(x, DType::f32, c.op == Op::sigmoid ? 0 : -1, 1)}, {}, tol});
   } else if (c.op == Op::softmax && !c.attrs.get_bool("causal", false)) {
     // y is a softmax output in the real op; any values exercise the same formula.
     g.push_back({n + ".grad", Op::softmax_grad, {In(x), Pos(x)}, A({{"axis", I(c.attrs.get_int("axis", -1))}}), tol});
@@ -276,7 +284,7 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
 
 inline bool has_gradients(const OpCase& c) {
   return c.op == Op::matmul || is_conv(c.op) || is_max_pool(c.op) || is_avg_pool(c.op) || c.op == Op::batch_norm ||
-         c.op == Op::layer_norm || c.op == Op::relu || c.op == Op::gelu ||
+         c.op == Op::layer_norm || c.op == Op::relu || c.op == Op::gelu || c.op == Op::sigmoid || c.op == Op::tanh ||
          (c.op == Op::softmax && !c.attrs.get_bool("causal", false));
 }
 

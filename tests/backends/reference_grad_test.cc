@@ -14,7 +14,7 @@ using namespace ref_test;
 constexpr double kStep = 1e-5;
 constexpr double kTol = 1e-7;
 
-TEST(ReferenceGrad, ReluAndGelu) {
+TEST(ReferenceGrad, Activations) {
   // Inputs kept away from relu's kink at 0 (|x| >= 0.1 > the step).
   HostTensor x = random(DType::f64, {3, 7}, 1, 0.1, 2);
   HostTensor sign = random(DType::f64, {3, 7}, 2);
@@ -25,6 +25,15 @@ TEST(ReferenceGrad, ReluAndGelu) {
   EXPECT_TRUE(matches_numeric_gradient(relu_loss, x, run1(Op::relu_grad, {r, y}), kStep, kTol));
   auto gelu_loss = [&](const HostTensor& xp) { return dot(run1(Op::gelu, {xp}), r); };
   EXPECT_TRUE(matches_numeric_gradient(gelu_loss, x, run1(Op::gelu_grad, {r, x}), kStep, kTol));
+  const Attributes tanh_form = A({{"approximate", S("tanh")}});
+  auto gelu_tanh_loss = [&](const HostTensor& xp) { return dot(run1(Op::gelu, {xp}, tanh_form), r); };
+  EXPECT_TRUE(matches_numeric_gradient(gelu_tanh_loss, x, run1(Op::gelu_grad, {r, x}, tanh_form), kStep, kTol));
+  // sigmoid_grad and tanh_grad read the forward's output.
+  for (Op op : {Op::sigmoid, Op::tanh}) {
+    const Op grad = op == Op::sigmoid ? Op::sigmoid_grad : Op::tanh_grad;
+    auto loss = [&](const HostTensor& xp) { return dot(run1(op, {xp}), r); };
+    EXPECT_TRUE(matches_numeric_gradient(loss, x, run1(grad, {r, run1(op, {x})}), kStep, kTol)) << op_def(op).name;
+  }
   // Hand case: relu_grad passes dy where y > 0 only.
   EXPECT_TRUE(near(run1(Op::relu_grad, {f32({3}, {5, 6, 7}), f32({3}, {1, 0, -1})}), {5, 0, 0}, 0));
 }

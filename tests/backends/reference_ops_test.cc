@@ -44,6 +44,14 @@ TEST(ReferenceOps, Activations) {
   // gelu(-1) = -Phi(-1) = -(1 - 0.8413447460685429).
   EXPECT_TRUE(near(run1(Op::gelu, {f64({3}, {0, 1, -1})}), {0, 0.8413447460685429, -0.1586552539314571}, 1e-15));
   EXPECT_TRUE(near(run1(Op::scale, {f32({2}, {1.5, -2})}, A({{"factor", F(-2)}})), {-3, 4}, 0));
+  // sigmoid(0) = 1/2, sigmoid(ln 3) = 1/(1 + 1/3) = 3/4, sigmoid(-ln 3) = 1/4; tanh(ln 2) = (2 - 1/2)/(2 + 1/2).
+  EXPECT_TRUE(near(run1(Op::sigmoid, {f64({3}, {0, std::log(3.0), -std::log(3.0)})}), {0.5, 0.75, 0.25}, 1e-15));
+  EXPECT_TRUE(near(run1(Op::tanh, {f64({3}, {0, std::log(2.0), -std::log(2.0)})}), {0, 0.6, -0.6}, 1e-15));
+  // Saturation: no overflow to NaN at large |x|.
+  EXPECT_TRUE(near(run1(Op::sigmoid, {f32({2}, {-1000, 1000})}), {0, 1}, 0));
+  // The tanh gelu against PyTorch 1.13's F.gelu(x, approximate='tanh') in double, at 0, 1, -1 and 3.
+  EXPECT_TRUE(near(run1(Op::gelu, {f64({4}, {0, 1, -1, 3})}, A({{"approximate", S("tanh")}})),
+                   {0, 0.8411919906082768, -0.15880800939172324, 2.996362607918227}, 1e-15));
 }
 
 TEST(ReferenceOps, BroadcastingAddMul) {

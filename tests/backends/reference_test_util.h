@@ -39,6 +39,7 @@ inline Attribute I(int64_t v) { return Attribute{v}; }
 inline Attribute F(double v) { return Attribute{v}; }
 inline Attribute B(bool v) { return Attribute{v}; }
 inline Attribute L(IntList v) { return Attribute{std::move(v)}; }
+inline Attribute S(std::string v) { return Attribute{std::move(v)}; }
 
 // Uniform values in [lo, hi) from a fixed seed (splitmix64), identical on every machine.
 inline HostTensor random(DType t, Shape s, uint64_t seed, double lo = -1, double hi = 1) {

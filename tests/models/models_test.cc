@@ -71,6 +71,26 @@ TEST(Models, Gpt2SmallParams) {
   EXPECT_EQ(graph_stats(build_ok("gpt", o)).params, 124'439'808 + 50257 * 768);
 }
 
+TEST(Models, GptGeluForm) {
+  ModelOptions o;
+  o.layers = 2;
+  o.gelu = "tanh";
+  Graph g = build_ok("gpt", o);
+  int tanh_gelus = 0;
+  for (NodeId id : g.node_ids())
+    if (g.node(id).op == Op::gelu) tanh_gelus += g.node(id).attrs.get_string("approximate", "none") == "tanh";
+  EXPECT_EQ(tanh_gelus, 2);
+  o.gelu = "fast";
+  auto bad = build_model("gpt", o);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().str().find("gelu: must be erf or tanh, got 'fast'"), std::string::npos) << bad.error().str();
+  ModelOptions r;
+  r.gelu = "tanh";
+  auto wrong_model = build_model("resnet18", r);
+  ASSERT_FALSE(wrong_model.has_value());
+  EXPECT_NE(wrong_model.error().str().find("gelu: option does not apply"), std::string::npos);
+}
+
 TEST(Models, MlpParamsAndStats) {
   Graph g = build_ok("mlp");
   expect_training_shape(g);

@@ -112,6 +112,9 @@ TEST(ShapeSourcesAndCopies, TypesComeFromTheAnnotation) {
 TEST(ShapeElementwise, NormalAndErrors) {
   EXPECT_TRUE(gives(infer(Op::relu, {f32({2, 3})}), {f32({2, 3})}));
   EXPECT_TRUE(gives(infer(Op::gelu, {f16({5})}), {f16({5})}));
+  EXPECT_TRUE(gives(infer(Op::gelu, {f32({5})}, A({{"approximate", std::string("tanh")}})), {f32({5})}));
+  EXPECT_TRUE(gives(infer(Op::sigmoid, {f32({2, 3})}), {f32({2, 3})}));
+  EXPECT_TRUE(gives(infer(Op::tanh, {f16({4})}), {f16({4})}));
   EXPECT_TRUE(gives(infer(Op::scale, {f32({5})}, A({{"factor", 0.5}})), {f32({5})}));
   EXPECT_TRUE(gives(infer(Op::add, {f32({8, 1, 6}), f32({7, 1})}), {f32({8, 7, 6})}));
   EXPECT_TRUE(gives(infer(Op::mul, {f32({}), f32({3})}), {f32({3})}));
@@ -119,6 +122,8 @@ TEST(ShapeElementwise, NormalAndErrors) {
   EXPECT_TRUE(gives(infer(Op::bias_add, {f32({2, 3, 4}), f32({4})}, A({{"axis", I(-1)}})), {f32({2, 3, 4})}));
   expect_errors({
       {Op::relu, {i32({2})}, {}, {"'relu'", "floating-point", "i32[2]"}},
+      {Op::sigmoid, {i64({2})}, {}, {"'sigmoid'", "floating-point"}},
+      {Op::gelu, {f32({2})}, A({{"approximate", std::string("fast")}}), {"gelu", "'approximate' = \"fast\"", "tanh"}},
       {Op::scale, {f32({2})}, {}, {"'scale'", "'factor'"}},
       {Op::add, {f32({2}), f16({2})}, {}, {"'add'", "differ in dtype"}},
       {Op::mul, {f32({2, 3}), f32({4})}, {}, {"'mul'", "cannot broadcast", "3 vs 4"}},

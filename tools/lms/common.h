@@ -38,6 +38,7 @@ struct ModelArgs {
   int64_t depth = 0, base_filters = 0;                              // unet3d (0: default)
   int64_t layers = 0, hidden_size = 0, heads = 0, seq = 0, vocab = 0;  // gpt (0: default)
   bool untied = false;
+  std::string gelu;
   std::string dtype = "f32";
 };
 

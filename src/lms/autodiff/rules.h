@@ -21,6 +21,8 @@ Result<void> grad_global_avg_pool(GradContext& c);
 // rules_tensor.cc
 Result<void> grad_relu(GradContext& c);
 Result<void> grad_gelu(GradContext& c);
+Result<void> grad_sigmoid(GradContext& c);
+Result<void> grad_tanh(GradContext& c);
 Result<void> grad_add(GradContext& c);
 Result<void> grad_mul(GradContext& c);
 Result<void> grad_scale(GradContext& c);

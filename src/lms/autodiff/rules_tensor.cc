@@ -36,8 +36,23 @@ Result<void> grad_relu(GradContext& c) {
   return {};
 }
 
+// gelu_grad carries the forward's approximation only when it is not the default, as the forward does.
 Result<void> grad_gelu(GradContext& c) {
-  if (c.needs(0)) c.set_grad(0, c.emit(Op::gelu_grad, {c.dy(), c.inputs[0]}, {}, c.name(0)));
+  if (!c.needs(0)) return {};
+  const std::string approximate = c.call().s("approximate");
+  Attributes a = approximate == "none" ? Attributes{} : attrs({{"approximate", approximate}});
+  c.set_grad(0, c.emit(Op::gelu_grad, {c.dy(), c.inputs[0]}, std::move(a), c.name(0)));
+  return {};
+}
+
+// sigmoid and tanh have derivatives in their outputs: y(1-y) and 1-y^2.
+Result<void> grad_sigmoid(GradContext& c) {
+  if (c.needs(0)) c.set_grad(0, c.emit(Op::sigmoid_grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
+  return {};
+}
+
+Result<void> grad_tanh(GradContext& c) {
+  if (c.needs(0)) c.set_grad(0, c.emit(Op::tanh_grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
   return {};
 }
 

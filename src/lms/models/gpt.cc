@@ -1,7 +1,8 @@
 // The GPT builder: a GPT-2 style decoder-only transformer with pre-layer-norm blocks. Token ids x i64[B, seq]
 // are embedded with wte [vocab, hidden] plus the learned positions wpe [seq, hidden] (added directly,
 // broadcasting over the batch). Each block: ln_1, fused qkv linear, heads split to [B, heads, seq, d], causal
-// softmax(q k^T / sqrt(d)) v, heads merged, output projection, residual; ln_2, 4x MLP with gelu, residual.
+// softmax(q k^T / sqrt(d)) v, heads merged, output projection, residual; ln_2, 4x MLP with gelu (exact erf, or
+// with --gelu tanh the tanh approximation GPT-2 was trained with), residual.
 // A final ln_f, logits against wte (tied, GPT-2's choice) or a separate lm_head, and the mean cross-entropy
 // of next-token labels i64[B, seq]. Defaults are GPT-2 small (124,439,808 parameters). Weights draw from
 // normal(0.02); the residual projections from normal(0.02 / sqrt(2 layers)) as in GPT-2.
@@ -27,6 +28,7 @@ struct Config {
   int64_t batch, layers, hidden, heads, seq, vocab;
   std::string init;           // normal(0.02)
   std::string residual_init;  // normal(0.02 / sqrt(2 layers)) for the projections feeding the residual stream
+  Attributes gelu;            // the MLP activation's attributes: none (erf) or approximate = "tanh"
 };
 
 // [B, seq, hidden] -> [B, heads, seq, d] for columns [start, start + hidden) of qkv [B, seq, 3 hidden].
@@ -56,7 +58,7 @@ ValueId attention(Builder& b, const Config& c, ValueId x) {
 
 ValueId mlp(Builder& b, const Config& c, ValueId x) {
   ValueId h = linear(b, x, kMlpExpansion * c.hidden, "mlp.fc", /*bias=*/true, c.init);
-  h = b.op(Op::gelu, {h}, {}, "mlp.gelu");
+  h = b.op(Op::gelu, {h}, c.gelu, "mlp.gelu");
   return linear(b, h, c.hidden, "mlp.proj", /*bias=*/true, c.residual_init);
 }
 
@@ -77,6 +79,11 @@ Result<void> build_gpt(Graph& g, const ModelOptions& o) {
   int64_t tokens = 0;
   if (__builtin_mul_overflow(c.batch, c.seq, &tokens) || tokens > kMaxElements)
     return fail_at("seq", "batch {} x seq {} tokens is too many", c.batch, c.seq);
+  if (o.gelu == "tanh") {
+    c.gelu = attrs({{"approximate", std::string("tanh")}});
+  } else if (!o.gelu.empty() && o.gelu != "erf") {
+    return fail_at("gelu", "must be erf or tanh, got '{}'", o.gelu);
+  }
   c.init = fmt::format("normal({})", kInitStd);
   c.residual_init = fmt::format("normal({:.6g})", kInitStd / std::sqrt(2.0 * static_cast<double>(c.layers)));
 

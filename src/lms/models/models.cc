@@ -32,6 +32,7 @@ enum Uses : unsigned {
   kSeq = 1u << 10,
   kVocab = 1u << 11,
   kUntied = 1u << 12,
+  kGelu = 1u << 13,
 };
 
 struct OptionField {
@@ -40,7 +41,7 @@ struct OptionField {
   bool (*is_set)(const ModelOptions&);
 };
 
-constexpr std::array<OptionField, 13> kOptionFields = {{
+constexpr std::array<OptionField, 14> kOptionFields = {{
     {kImage, "image", [](const ModelOptions& o) { return !o.image.empty(); }},
     {kClasses, "classes", [](const ModelOptions& o) { return o.classes.has_value(); }},
     {kChannels, "channels", [](const ModelOptions& o) { return o.channels.has_value(); }},
@@ -54,6 +55,7 @@ constexpr std::array<OptionField, 13> kOptionFields = {{
     {kSeq, "seq", [](const ModelOptions& o) { return o.seq.has_value(); }},
     {kVocab, "vocab", [](const ModelOptions& o) { return o.vocab.has_value(); }},
     {kUntied, "untied", [](const ModelOptions& o) { return o.untied; }},
+    {kGelu, "gelu", [](const ModelOptions& o) { return !o.gelu.empty(); }},
 }};
 
 using BuildFn = Result<void> (*)(Graph&, const ModelOptions&);
@@ -82,7 +84,7 @@ const std::array<Entry, 8> kModels = {{
     {{"unet3d", "3D U-Net for volumetric segmentation (default 4x64^3 in, depth 4, 32 base filters, 3 classes)"},
      kImage | kClasses | kChannels | kDepth | kBaseFilters, build_unet3d},
     {{"gpt", "GPT-2 style decoder, pre-LN (default GPT-2 small: 12 layers, 768 wide, 124.4M params)"},
-     kLayers | kHiddenSize | kHeads | kSeq | kVocab | kUntied, build_gpt},
+     kLayers | kHiddenSize | kHeads | kSeq | kVocab | kUntied | kGelu, build_gpt},
 }};
 
 const std::vector<ModelInfo>& infos() {

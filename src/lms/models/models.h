@@ -35,6 +35,7 @@ struct ModelOptions {
   std::optional<int64_t> seq;            // gpt: sequence length (context); default 1024
   std::optional<int64_t> vocab;          // gpt: vocabulary size; default 50257
   bool untied = false;                   // gpt: separate lm_head weight instead of reusing wte
+  std::string gelu;                      // gpt: "erf" (exact, nn.GELU(); the default) or "tanh" (GPT-2's gelu_new)
   DType dtype = DType::f32;              // element type of activations and parameters (floating point)
 };
 

@@ -1,5 +1,6 @@
-// Elementwise ops: relu, gelu, add and mul (with NumPy broadcasting), scale by a constant, bias_add along an
-// axis. All are recomputable: cheap, pure, and their inputs are usually small to keep.
+// Elementwise ops: relu, gelu (exact or tanh-approximated), sigmoid, tanh, add and mul (with NumPy
+// broadcasting), scale by a constant, bias_add along an axis. All are recomputable: cheap, pure, and their
+// inputs are usually small to keep.
 #include <algorithm>
 
 #include "lms/autodiff/rules.h"
@@ -44,10 +45,22 @@ Result<std::vector<TensorType>> bias_add(const OpCall& c) {
   return std::vector<TensorType>{x};
 }
 
-Cost cost1(const OpCall& c, std::span<const TensorType> o) { return elementwise_cost(c, o, 1); }
-// gelu: erf-based, counted as a handful of flops per element.
+Result<std::vector<TensorType>> gelu_shape(const OpCall& c) {
+  LMS_TRY_VOID(gelu_approximation(c));
+  return unary(c);
+}
+
+// Flops per output element: 1 for the arithmetic ops; gelu (erf or tanh based), sigmoid (an exp, an add and a
+// divide) and tanh (two exps' worth) count a handful.
+constexpr double kArithmeticFlopsPerElement = 1;
 constexpr double kGeluFlopsPerElement = 8;
-Cost gelu_cost(const OpCall& c, std::span<const TensorType> o) { return elementwise_cost(c, o, kGeluFlopsPerElement); }
+constexpr double kSigmoidFlopsPerElement = 4;
+constexpr double kTanhFlopsPerElement = 6;
+template <double FlopsPerElement>
+Cost cost(const OpCall& c, std::span<const TensorType> o) {
+  return elementwise_cost(c, o, FlopsPerElement);
+}
+constexpr auto cost1 = cost<kArithmeticFlopsPerElement>;
 
 void elementwise(OpDef& d, std::vector<std::string_view> inputs, Result<std::vector<TensorType>> (*shape)(const OpCall&),
                  Cost (*cost)(const OpCall&, std::span<const TensorType>), GradFn grad, std::string_view doc) {
@@ -63,7 +76,15 @@ void elementwise(OpDef& d, std::vector<std::string_view> inputs, Result<std::vec
 
 void define_elementwise_ops(OpTable& t) {
   elementwise(t.define(Op::relu), {"x"}, unary, cost1, autodiff::grad_relu, "max(x, 0)");
-  elementwise(t.define(Op::gelu), {"x"}, unary, gelu_cost, autodiff::grad_gelu, "x * Phi(x), the exact (erf) form");
+  {
+    OpDef& d = t.define(Op::gelu);
+    elementwise(d, {"x"}, gelu_shape, cost<kGeluFlopsPerElement>, autodiff::grad_gelu,
+                "x * Phi(x), exact (erf) or PyTorch's tanh approximation");
+    d.attrs = {kGeluApproximateAttr};
+  }
+  elementwise(t.define(Op::sigmoid), {"x"}, unary, cost<kSigmoidFlopsPerElement>, autodiff::grad_sigmoid,
+              "1 / (1 + exp(-x))");
+  elementwise(t.define(Op::tanh), {"x"}, unary, cost<kTanhFlopsPerElement>, autodiff::grad_tanh, "tanh(x)");
   elementwise(t.define(Op::add), {"a", "b"}, broadcast, cost1, autodiff::grad_add, "a + b with NumPy broadcasting");
   elementwise(t.define(Op::mul), {"a", "b"}, broadcast, cost1, autodiff::grad_mul, "a * b with NumPy broadcasting");
   {

@@ -1,4 +1,5 @@
-// The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, softmax_grad,
+// The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, sigmoid_grad,
+// tanh_grad, softmax_grad,
 // embedding_grad, cross_entropy_grad, broadcast_to and sum_to (broadcasting and its inverse), slice_grad, and
 // batch norm's running-statistics update bn_running_update (in place on two `state` values, the only
 // gradient-family op that is not recomputable). Semantics follow PyTorch's autograd (docs/autodiff.md,
@@ -17,6 +18,8 @@ namespace {
 constexpr double kReluGradFlopsPerElement = 1;
 // gelu_grad: Phi(x) (erf) and phi(x) (exp) dominate; with the multiplies, about twice gelu's count.
 constexpr double kGeluGradFlopsPerElement = 16;
+// sigmoid_grad dy*y*(1-y) and tanh_grad dy*(1-y*y): three flops from the forward's output.
+constexpr double kSigmoidTanhGradFlopsPerElement = 3;
 // softmax_grad: dy*y, its row sum, the subtraction and the final multiply.
 constexpr double kSoftmaxGradFlopsPerElement = 4;
 // cross_entropy_grad per logit: the row max, exp, row sum, divide, subtract the one-hot, scale.
@@ -34,6 +37,11 @@ Result<std::vector<TensorType>> same_type_pair(const OpCall& c) {
     return fail("{} needs floating-point dy and {} of one type, got {} and {}", c.def.name, c.def.inputs[1],
                 to_string(dy), to_string(t));
   return std::vector<TensorType>{dy};
+}
+
+Result<std::vector<TensorType>> gelu_grad_shape(const OpCall& c) {
+  LMS_TRY_VOID(gelu_approximation(c));
+  return same_type_pair(c);
 }
 
 Result<std::vector<TensorType>> softmax_grad_shape(const OpCall& c) {
@@ -176,9 +184,22 @@ void define_grad_tensor_ops(OpTable& t) {
     d.cost = per_output_cost<kReluGradFlopsPerElement>;
   }
   {
-    OpDef& d = grad_op(t.define(Op::gelu_grad), {"dy", "x"}, "gradient of exact gelu: dy * (Phi(x) + x*phi(x))");
-    d.shape = same_type_pair;
+    OpDef& d = grad_op(t.define(Op::gelu_grad), {"dy", "x"},
+                       "gradient of gelu from its input: dy * (Phi(x) + x*phi(x)), or of the tanh form");
+    d.attrs = {kGeluApproximateAttr};
+    d.shape = gelu_grad_shape;
     d.cost = per_output_cost<kGeluGradFlopsPerElement>;
+  }
+  {
+    OpDef& d =
+        grad_op(t.define(Op::sigmoid_grad), {"dy", "y"}, "gradient of sigmoid from its output: dy * y * (1 - y)");
+    d.shape = same_type_pair;
+    d.cost = per_output_cost<kSigmoidTanhGradFlopsPerElement>;
+  }
+  {
+    OpDef& d = grad_op(t.define(Op::tanh_grad), {"dy", "y"}, "gradient of tanh from its output: dy * (1 - y*y)");
+    d.shape = same_type_pair;
+    d.cost = per_output_cost<kSigmoidTanhGradFlopsPerElement>;
   }
   {
     OpDef& d = grad_op(t.define(Op::softmax_grad), {"dy", "y"},

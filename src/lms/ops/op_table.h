@@ -32,6 +32,12 @@ void define_grad_ops(OpTable& t);     // the backward ops autodiff emits, and bn
 // Resolves an axis attribute (negative counts from the end) against `t`; an error names the op and the value.
 Result<int> resolve_axis(const OpCall& c, std::string_view name, const TensorType& t);
 
+// gelu's and gelu_grad's `approximate` attribute, in PyTorch's spelling; gelu_approximation checks its value.
+inline const AttrSpec kGeluApproximateAttr{"approximate", AttrKind::String, Attribute{std::string("none")},
+                                           "none: x*Phi(x) with the erf; tanh: 0.5x(1 + tanh(sqrt(2/pi)(x + "
+                                           "0.044715x^3)))"};
+Result<void> gelu_approximation(const OpCall& c);
+
 // Shared cost helpers.
 int64_t total_bytes(std::span<const TensorType> ts);
 // Bytes read = all inputs, written = all outputs, flops = `flops_per_output_element` x output elements.

@@ -33,6 +33,13 @@ Result<int> resolve_axis(const OpCall& c, std::string_view name, const TensorTyp
   return static_cast<int>(r);
 }
 
+Result<void> gelu_approximation(const OpCall& c) {
+  const std::string a = c.s("approximate");
+  if (a != "none" && a != "tanh")
+    return fail("{} attribute 'approximate' = \"{}\" must be \"none\" or \"tanh\"", c.def.name, a);
+  return {};
+}
+
 int64_t total_bytes(std::span<const TensorType> ts) {
   int64_t b = 0;
   for (const TensorType& t : ts) b += t.bytes();

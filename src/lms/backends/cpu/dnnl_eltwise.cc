@@ -1,8 +1,9 @@
-// oneDNN elementwise ops for the cpu backend (dnnl_util.h): relu and gelu (eltwise_relu, eltwise_gelu_erf: the
-// IR's gelu is the exact erf form) and their gradients (relu_grad reads y: eltwise_relu_use_dst_for_bwd, so
-// dx = dy where y > 0; gelu_grad reads x), add and mul with NumPy broadcasting and bias_add (binary, the
-// broadcast operand as src1 with size-1 dimensions), softmax and softmax_grad along any axis, and causal
-// softmax as an own loop (oneDNN has no masked softmax). Unary ops see their tensors as one flat f32 vector.
+// oneDNN elementwise ops for the cpu backend (dnnl_util.h): relu, gelu (eltwise_gelu_erf, or eltwise_gelu_tanh
+// for approximate = "tanh"), sigmoid (eltwise_logistic) and tanh, and their gradients (relu_grad, sigmoid_grad
+// and tanh_grad read y: the use_dst_for_bwd algorithms, so relu_grad is dy where y > 0; gelu_grad reads x),
+// add and mul with NumPy broadcasting and bias_add (binary, the broadcast operand as src1 with size-1
+// dimensions), softmax and softmax_grad along any axis, and causal softmax as an own loop (oneDNN has no masked
+// softmax). Unary ops see their tensors as one flat f32 vector.
 // Declined (reference kernel): non-f32, empty tensors, and add/mul where neither operand has the output's
 // shape (both broadcast: oneDNN's binary only broadcasts src1).
 #include <algorithm>
@@ -17,6 +18,11 @@ namespace lms::cpu {
 namespace {
 
 memory::desc flat(const KernelCall& call) { return plain({call.outputs[0].type->num_elements()}); }
+
+dnnl::algorithm gelu_algorithm(const KernelCall& call) {
+  return call.attrs->get_string("approximate", "none") == "tanh" ? dnnl::algorithm::eltwise_gelu_tanh
+                                                                  : dnnl::algorithm::eltwise_gelu_erf;
+}
 
 KernelPtr eltwise_forward(DnnlContext& ctx, const KernelCall& call, dnnl::algorithm alg) {
   const memory::desc md = flat(call);
@@ -161,13 +167,21 @@ Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call) {
   const bool two = call.inputs.size() == 2;
   switch (call.op) {
     case Op::relu: return eltwise_forward(ctx, call, algorithm::eltwise_relu);
-    case Op::gelu: return eltwise_forward(ctx, call, algorithm::eltwise_gelu_erf);
+    case Op::gelu: return eltwise_forward(ctx, call, gelu_algorithm(call));
+    case Op::sigmoid: return eltwise_forward(ctx, call, algorithm::eltwise_logistic);
+    case Op::tanh: return eltwise_forward(ctx, call, algorithm::eltwise_tanh);
     case Op::relu_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
       return eltwise_backward(ctx, call, algorithm::eltwise_relu_use_dst_for_bwd, DNNL_ARG_DST);
     case Op::gelu_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
-      return eltwise_backward(ctx, call, algorithm::eltwise_gelu_erf, DNNL_ARG_SRC);
+      return eltwise_backward(ctx, call, gelu_algorithm(call), DNNL_ARG_SRC);
+    case Op::sigmoid_grad:
+      if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
+      return eltwise_backward(ctx, call, algorithm::eltwise_logistic_use_dst_for_bwd, DNNL_ARG_DST);
+    case Op::tanh_grad:
+      if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
+      return eltwise_backward(ctx, call, algorithm::eltwise_tanh_use_dst_for_bwd, DNNL_ARG_DST);
     case Op::add: return two ? broadcast_binary(ctx, call, algorithm::binary_add) : KernelPtr();
     case Op::mul: return two ? broadcast_binary(ctx, call, algorithm::binary_mul) : KernelPtr();
     case Op::bias_add: return two ? bias_add(ctx, call) : KernelPtr();

@@ -4,9 +4,10 @@
 // its activations in and its result out, inside the node. Here a value is blocked when its producer writes a
 // blocked layout anyway and it is an ordinary activation:
 //   - a conv2d/conv3d output (dst) or conv_backward_data output (diff_src): the layout oneDNN picks for it;
-//   - the output of a batch_norm, batch_norm_grad, relu, gelu, their grads, and add/mul whose inputs all have the
-//     output's shape, and the copies swap_out and swap_in: the layout of its first same-shape input that is
-//     blocked (these ops work element by element, or per channel in oneDNN's batch norm, in any layout);
+//   - the output of a batch_norm, batch_norm_grad, relu, gelu, sigmoid, tanh, their grads, and add/mul whose
+//     inputs all have the output's shape, and the copies swap_out and swap_in: the layout of its first
+//     same-shape input that is blocked (these ops work element by element, or per channel in oneDNN's batch
+//     norm, in any layout);
 // and only if it is f32 of rank 4 or 5, not persistent, not a graph output (the executor reads those as plain
 // bytes), and the blocked layout is exactly as large as the plain one (channels a multiple of the block:
 // padding would change the value's planned size). Everything else is plain. Each node's kernel reads its
@@ -40,8 +41,12 @@ bool follows_output(const KernelCall& call) {
     case Op::batch_norm_grad:
     case Op::relu:
     case Op::gelu:
+    case Op::sigmoid:
+    case Op::tanh:
     case Op::relu_grad:
     case Op::gelu_grad:
+    case Op::sigmoid_grad:
+    case Op::tanh_grad:
     case Op::swap_out:
     case Op::swap_in: return true;
     case Op::add:

@@ -175,6 +175,9 @@ std::optional<OwnKernel> packed(const Launcher& l, PackedKind kind, const void* 
                 n / 4);
 }
 
+// gelu and gelu_grad with approximate = "tanh" (the shape rule has checked the value).
+bool tanh_approximated(const Args& a) { return a.c.s("approximate") == "tanh"; }
+
 Result<OwnKernel> unary(const Args& a, const Launcher& l, UnaryKind kind, double factor = 1) {
   if (kind == UnaryKind::relu && a.out(0).dtype == DType::f32)
     if (auto k = packed(l, PackedKind::relu, in<float>(a, 0), in<float>(a, 0), out<float>(a, 0), elements(a.out(0))))
@@ -576,6 +579,8 @@ bool is_own_op(Op op) {
     case Op::constant:
     case Op::relu:
     case Op::gelu:
+    case Op::sigmoid:
+    case Op::tanh:
     case Op::add:
     case Op::mul:
     case Op::scale:
@@ -595,6 +600,8 @@ bool is_own_op(Op op) {
     case Op::adam_update:
     case Op::relu_grad:
     case Op::gelu_grad:
+    case Op::sigmoid_grad:
+    case Op::tanh_grad:
     case Op::layer_norm:
     case Op::layer_norm_grad:
     case Op::softmax_grad:
@@ -644,13 +651,17 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
     switch (call.op) {
       case Op::constant: return constant(a, l);
       case Op::relu: return unary(a, l, UnaryKind::relu);
-      case Op::gelu: return unary(a, l, UnaryKind::gelu);
+      case Op::gelu: return unary(a, l, tanh_approximated(a) ? UnaryKind::gelu_tanh : UnaryKind::gelu);
+      case Op::sigmoid: return unary(a, l, UnaryKind::sigmoid);
+      case Op::tanh: return unary(a, l, UnaryKind::tanh);
       case Op::scale: return unary(a, l, UnaryKind::scale, a.c.f("factor"));
       case Op::add: return broadcast_binary(a, l, BinaryKind::add);
       case Op::mul: return broadcast_binary(a, l, BinaryKind::mul);
       case Op::bias_add: return bias_add(a, l);
       case Op::relu_grad: return activation_grad(a, l, GradKind::relu);
-      case Op::gelu_grad: return activation_grad(a, l, GradKind::gelu);
+      case Op::gelu_grad: return activation_grad(a, l, tanh_approximated(a) ? GradKind::gelu_tanh : GradKind::gelu);
+      case Op::sigmoid_grad: return activation_grad(a, l, GradKind::sigmoid);
+      case Op::tanh_grad: return activation_grad(a, l, GradKind::tanh);
       case Op::global_avg_pool: return global_avg_pool(a, l);
       case Op::max_pool_grad: return max_pool_grad(a, l);
       case Op::max_pool_argmax: return max_pool_argmax(a, l);

@@ -90,6 +90,16 @@ struct Scalar {
 // Phi(x) and phi(x), written as the reference writes them (the same doubles, so the same roundings).
 LMS_HD inline double normal_cdf(double x) { return 0.5 * (1 + erf(x / 1.4142135623730951)); }  // sqrt(2)
 LMS_HD inline double normal_pdf(double x) { return exp(-0.5 * x * x) / sqrt(2 * 3.141592653589793); }
+// PyTorch's tanh gelu and its derivative, as the reference writes them (the same double for sqrt(2/pi)).
+inline constexpr double kSqrt2OverPi = 0.79788456080286541;
+inline constexpr double kGeluTanhCubic = 0.044715;
+LMS_HD inline double gelu_tanh(double x) {
+  return 0.5 * x * (1 + tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x)));
+}
+LMS_HD inline double gelu_tanh_derivative(double x) {
+  const double t = tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * kSqrt2OverPi * (1 + 3 * kGeluTanhCubic * x * x);
+}
 
 // ---- fills, elementwise ----
 
@@ -101,7 +111,7 @@ struct Fill {
   LMS_HD void operator()(int64_t i) const { y[i] = value; }
 };
 
-enum class UnaryKind : int32_t { relu, gelu, scale };
+enum class UnaryKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, scale };
 // y[i] = f(x[i]); may run in place.
 template <class T>
 struct Unary {
@@ -115,14 +125,18 @@ struct Unary {
     switch (kind) {
       case UnaryKind::relu: r = v != v ? v : (v > 0 ? v : 0); break;  // NaN propagates
       case UnaryKind::gelu: r = v * normal_cdf(v); break;
+      case UnaryKind::gelu_tanh: r = gelu_tanh(v); break;
+      case UnaryKind::sigmoid: r = 1 / (1 + exp(-v)); break;
+      case UnaryKind::tanh: r = tanh(v); break;
       case UnaryKind::scale: r = v * factor; break;
     }
     y[i] = static_cast<T>(r);
   }
 };
 
-enum class GradKind : int32_t { relu, gelu };
-// dx[i] = dy[i] * f'(at[i]) for same-shaped operands (relu_grad reads y, gelu_grad reads x).
+enum class GradKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh };
+// dx[i] = dy[i] * f'(at[i]) for same-shaped operands (relu_grad, sigmoid_grad and tanh_grad read y; gelu_grad
+// reads x).
 template <class T>
 struct ActivationGrad {
   const T* dy;
@@ -131,7 +145,14 @@ struct ActivationGrad {
   GradKind kind;
   LMS_HD void operator()(int64_t i) const {
     const double d = static_cast<double>(dy[i]), v = static_cast<double>(at[i]);
-    const double r = kind == GradKind::relu ? (v > 0 ? d : 0) : d * (normal_cdf(v) + v * normal_pdf(v));
+    double r = 0;
+    switch (kind) {
+      case GradKind::relu: r = v > 0 ? d : 0; break;
+      case GradKind::gelu: r = d * (normal_cdf(v) + v * normal_pdf(v)); break;
+      case GradKind::gelu_tanh: r = d * gelu_tanh_derivative(v); break;
+      case GradKind::sigmoid: r = d * v * (1 - v); break;
+      case GradKind::tanh: r = d * (1 - v * v); break;
+    }
     dx[i] = static_cast<T>(r);
   }
 };

@@ -1,6 +1,8 @@
-// Reference elementwise ops: relu, gelu (exact erf form), add and mul (NumPy broadcasting), scale, bias_add,
-// and the activation gradients relu_grad (dy where y > 0) and gelu_grad (dy * (Phi(x) + x*phi(x))). Each
-// element is computed in double from its operands and rounded once. Unary ops may run in place.
+// Reference elementwise ops: relu, gelu (exact erf form or PyTorch's tanh approximation), sigmoid, tanh, add
+// and mul (NumPy broadcasting), scale, bias_add, and the activation gradients relu_grad (dy where y > 0),
+// gelu_grad (dy * (Phi(x) + x*phi(x)), or the tanh form's derivative), sigmoid_grad (dy*y*(1-y)) and tanh_grad
+// (dy*(1-y*y)). Each element is computed in double from its operands and rounded once. Unary ops may run in
+// place.
 #include <cmath>
 #include <numbers>
 
@@ -15,6 +17,18 @@ namespace {
 // Phi(x), the standard normal CDF, and phi(x), its density.
 Acc normal_cdf(Acc x) { return 0.5 * (1 + std::erf(x / std::numbers::sqrt2)); }
 Acc normal_pdf(Acc x) { return std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi); }
+
+// PyTorch's gelu(approximate='tanh'): 0.5x(1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715x^3), and its derivative
+// 0.5(1 + tanh(u)) + 0.5x(1 - tanh(u)^2) du/dx with du/dx = sqrt(2/pi)(1 + 3*0.044715x^2).
+constexpr Acc kSqrt2OverPi = 0.79788456080286541;  // sqrt(2/pi), rounded to double
+constexpr Acc kGeluTanhCubic = 0.044715;
+Acc gelu_tanh(Acc x) { return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x))); }
+Acc gelu_tanh_derivative(Acc x) {
+  const Acc t = std::tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * kSqrt2OverPi * (1 + 3 * kGeluTanhCubic * x * x);
+}
+
+bool tanh_approximated(const Args& a) { return a.c.s("approximate") == "tanh"; }
 
 // Fails unless every input and the output have one type (the gradient ops take dy and y or x alike).
 Result<void> same_types(const Args& a) {
@@ -78,7 +92,16 @@ Result<void> relu(const Args& a) {
 }
 
 Result<void> gelu(const Args& a) {
+  if (tanh_approximated(a)) return unary(a, gelu_tanh);
   return unary(a, [](Acc x) { return x * normal_cdf(x); });
+}
+
+Result<void> sigmoid(const Args& a) {
+  return unary(a, [](Acc x) { return 1 / (1 + std::exp(-x)); });
+}
+
+Result<void> tanh(const Args& a) {
+  return unary(a, [](Acc x) { return std::tanh(x); });
 }
 
 Result<void> add(const Args& a) {
@@ -119,7 +142,16 @@ Result<void> relu_grad(const Args& a) {
 }
 
 Result<void> gelu_grad(const Args& a) {
+  if (tanh_approximated(a)) return pointwise2(a, [](Acc dy, Acc x) { return dy * gelu_tanh_derivative(x); });
   return pointwise2(a, [](Acc dy, Acc x) { return dy * (normal_cdf(x) + x * normal_pdf(x)); });
+}
+
+Result<void> sigmoid_grad(const Args& a) {
+  return pointwise2(a, [](Acc dy, Acc y) { return dy * y * (1 - y); });
+}
+
+Result<void> tanh_grad(const Args& a) {
+  return pointwise2(a, [](Acc dy, Acc y) { return dy * (1 - y * y); });
 }
 
 }  // namespace lms::reference

@@ -22,12 +22,16 @@ Result<void> bn_running_update(const Args& a);
 // elementwise.cc
 Result<void> relu(const Args& a);
 Result<void> gelu(const Args& a);
+Result<void> sigmoid(const Args& a);
+Result<void> tanh(const Args& a);
 Result<void> add(const Args& a);
 Result<void> mul(const Args& a);
 Result<void> scale(const Args& a);
 Result<void> bias_add(const Args& a);
 Result<void> relu_grad(const Args& a);
 Result<void> gelu_grad(const Args& a);
+Result<void> sigmoid_grad(const Args& a);
+Result<void> tanh_grad(const Args& a);
 
 // reduce.cc
 Result<void> mean(const Args& a);
