@@ -1,5 +1,5 @@
-// The ONNX importer's transformer paths, on OnnxModel values built here: the constant folds (io/onnx_fold.h), the
-// erf-GELU fusion (io/onnx_gelu.h), causal masks (Where and additive) becoming a causal softmax, Split and Slice
+// The ONNX importer's transformer paths, on OnnxModel values built here: the constant folds (io/onnx_fold.h), causal
+// masks (Where and additive) becoming a causal softmax, Split and Slice
 // as `slice`, Range positions as a slice of the table, Identity-shared initializers as separate parameters, and
 // the refusals. tests/torch/torch_fixture_test.cc checks a real nanoGPT export against PyTorch's gradients.
 #include <gtest/gtest.h>
@@ -9,41 +9,17 @@
 
 #include "io/onnx_nodes.h"
 #include "lms/io/onnx_fold.h"
-#include "lms/io/onnx_gelu.h"
 #include "lms/io/onnx_import.h"
 #include "lms/ir/verifier.h"
 
 namespace lms {
 namespace {
 
-HostTensor tensor(DType dt, Shape shape, std::vector<double> v) {
-  HostTensor t(TensorType{dt, std::move(shape)});
-  for (size_t i = 0; i < v.size(); ++i) t.set(static_cast<int64_t>(i), v[i]);
-  return t;
-}
-std::vector<double> values(const HostTensor& t) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < t.type.num_elements(); ++i) out.push_back(t.get(i));
-  return out;
-}
-OnnxValueInfo info(std::string name, std::vector<std::optional<int64_t>> dims, int32_t elem_type = 1) {
-  OnnxValueInfo v;
-  v.name = std::move(name);
-  v.elem_type = elem_type;
-  v.dims = std::move(dims);
-  v.dim_names.assign(v.dims.size(), "");
-  return v;
-}
 // Whether the graph's one softmax is causal.
 bool causal_softmax(const Graph& g) {
   for (NodeId id : g.node_ids())
     if (g.node(id).op == Op::softmax) return std::get<bool>(*g.node(id).attrs.find("causal"));
   return false;
-}
-int count_op(const Graph& g, Op op) {
-  int n = 0;
-  for (NodeId id : g.node_ids()) n += g.node(id).op == op;
-  return n;
 }
 
 TEST(OnnxFold, BinaryBroadcastsAndDividesIntegersExactly) {
@@ -88,53 +64,6 @@ TEST(OnnxFold, RangeWhereNotAndTheCausalPattern) {
   EXPECT_TRUE(is_causal_mask(causal, {4, 5, 2, 3}));
   EXPECT_FALSE(is_causal_mask(fold_not(causal), {4, 5, 2, 3})) << "the kept entries are not the masked ones";
   EXPECT_FALSE(is_causal_mask(causal, {4, 5, 2, 4})) << "a causal mask covers every column";
-}
-
-// x[2,4] -> GELU written out as PyTorch exports it; `half_first` writes (x * 0.5) * (1 + erf) instead.
-OnnxModel erf_gelu(bool half_first) {
-  OnnxModel m;
-  m.opset = 17;
-  m.inputs = {info("x", {2, 4})};
-  m.outputs = {info("y", {2, 4})};
-  m.initializers = {{"root2", tensor(DType::f32, {}, {std::sqrt(2.0)})},
-                    {"one", tensor(DType::f32, {}, {1})},
-                    {"half", tensor(DType::f32, {}, {0.5})}};
-  m.nodes = {node("Div", {"x", "root2"}, {"d"}), node("Erf", {"d"}, {"e"}), node("Add", {"e", "one"}, {"a"})};
-  if (half_first) {
-    m.nodes.push_back(node("Mul", {"half", "x"}, {"h"}));
-    m.nodes.push_back(node("Mul", {"a", "h"}, {"y"}));
-  } else {
-    m.nodes.push_back(node("Mul", {"x", "a"}, {"p"}));
-    m.nodes.push_back(node("Mul", {"p", "half"}, {"y"}));
-  }
-  return m;
-}
-
-TEST(OnnxGelu, BothProductOrdersFuseAndSharedPartsDoNot) {
-  for (bool half_first : {false, true}) {
-    const std::vector<OnnxNode> fused = fuse_erf_gelu(erf_gelu(half_first));
-    ASSERT_EQ(fused.size(), 1u) << half_first;
-    EXPECT_EQ(fused[0].op_type, "Gelu");
-    EXPECT_EQ(fused[0].inputs, (std::vector<std::string>{"x"}));
-    EXPECT_EQ(fused[0].outputs, (std::vector<std::string>{"y"}));
-  }
-  OnnxModel shared = erf_gelu(false);
-  shared.nodes.push_back(node("Add", {"e", "y"}, {"z"}));  // the Erf output has a second reader
-  shared.outputs[0].name = "z";
-  EXPECT_EQ(fuse_erf_gelu(shared).size(), shared.nodes.size());
-  OnnxModel wrong = erf_gelu(false);
-  wrong.initializers[2].second = tensor(DType::f32, {}, {0.25});
-  EXPECT_EQ(fuse_erf_gelu(wrong).size(), wrong.nodes.size()) << "not GELU: no fusion";
-  OnnxModel m = erf_gelu(true);
-  OnnxImportOptions opts;
-  opts.add_loss = false;
-  m.nodes.push_back(node("ReduceMean", {"y"}, {"s"}));
-  m.nodes.back().attributes = {ints_attr("axes", {0, 1}), int_attr("keepdims", 0)};
-  m.outputs = {info("s", {})};
-  auto imported = import_onnx(m, "gelu", opts);
-  ASSERT_TRUE(imported.has_value()) << imported.error().str();
-  EXPECT_EQ(count_op(imported->forward, Op::gelu), 1);
-  EXPECT_EQ(count_op(imported->forward, Op::mul) + count_op(imported->forward, Op::scale), 0);
 }
 
 // One attention head over token ids x[n,4] (n symbolic): embedding + positions (Range -> Gather), one qkv

@@ -37,11 +37,6 @@ HostTensor i64(std::vector<int64_t> v, Shape shape) {
   return t;
 }
 
-int count_op(const Graph& g, Op op) {
-  int n = 0;
-  for (NodeId id : g.node_ids()) n += g.node(id).op == op;
-  return n;
-}
 const Node* find_op(const Graph& g, Op op) {
   for (NodeId id : g.node_ids())
     if (g.node(id).op == op) return &g.node(id);
@@ -172,17 +167,12 @@ TEST(OnnxImport, RefusalsNameTheNode) {
     const char* needle;
   };
   const Case cases[] = {
-      {"unsupported op", [](OnnxModel& m) { m.nodes[1].op_type = "Sigmoid"; },
-       "node 'Relu_r' (Sigmoid): operator not supported (LMS imports: Add, AveragePool,"},
+      {"unsupported op", [](OnnxModel& m) { m.nodes[1].op_type = "HardSwish"; },
+       "node 'Relu_r' (HardSwish): operator not supported (LMS imports: Add, AveragePool,"},
       {"asymmetric pads", [](OnnxModel& m) { m.nodes[0].attributes[0].ints = {0, 0, 1, 1}; },
        "node 'Conv_c' (Conv): asymmetric padding [0,0,1,1]"},
-      {"auto_pad", [](OnnxModel& m) {
-         OnnxAttribute a;
-         a.name = "auto_pad";
-         a.kind = OnnxAttribute::Kind::s;
-         a.s = "SAME_UPPER";
-         m.nodes[0].attributes.push_back(a);
-       }, "auto_pad 'SAME_UPPER' is not supported"},
+      {"auto_pad", [](OnnxModel& m) { m.nodes[0].attributes.push_back(string_attr("auto_pad", "SAME_UPPER")); },
+       "auto_pad 'SAME_UPPER' is not supported"},
       {"ceil mode", [](OnnxModel& m) { m.nodes[2].attributes.push_back(int_attr("ceil_mode", 1)); },
        "node 'MaxPool_p' (MaxPool): ceil_mode 1"},
       {"attribute kind", [](OnnxModel& m) { m.nodes[0].attributes.push_back(float_attr("group", 1)); },

@@ -232,7 +232,7 @@ void compare_onnx_with_torch(const std::string& name, int64_t batch) {
   EXPECT_EQ(params, static_cast<int>(std::ranges::count_if(*fx, [](const auto& e) {
               return e.first.starts_with(kGradPrefix);
             })));
-  if (name != "onnx_gpt") {
+  if (!name.starts_with("onnx_gpt")) {
     EXPECT_GT(stats, 0) << name << ": batch norm statistics should come with the weights";
   }
   compare_with_torch(imported->forward, name + ".npz", DType::f32);
@@ -243,6 +243,10 @@ TEST(TorchOnnxFixtureTest, Seg3dImportMatchesPyTorch) { compare_onnx_with_torch(
 // A nanoGPT-style export: Split, the causal masked_fill (Where), Range positions, the erf form of GELU and
 // Identity-shared layer-norm parameters, with next-token cross entropy over [B, T, V] logits.
 TEST(TorchOnnxFixtureTest, GptImportMatchesPyTorch) { compare_onnx_with_torch("onnx_gpt", 2); }
+// GPT-2's spelling, at opset 14: the tanh GELU with Pow and every layer norm written out (io/onnx_layer_norm.h).
+TEST(TorchOnnxFixtureTest, Gpt2Opset14ImportMatchesPyTorch) { compare_onnx_with_torch("onnx_gpt2", 2); }
+// SiLU (x * Sigmoid(x)) and Tanh in a CNN.
+TEST(TorchOnnxFixtureTest, ActivationsImportMatchesPyTorch) { compare_onnx_with_torch("onnx_act", 4); }
 #else
 TEST(TorchOnnxFixtureTest, ReadingOnnxFilesIsAClearErrorInThisBuild) {
   auto model = read_onnx(kFixtures + "onnx_cnn.onnx");

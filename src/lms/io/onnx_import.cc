@@ -13,6 +13,7 @@
 
 #include "lms/io/onnx_fold.h"
 #include "lms/io/onnx_gelu.h"
+#include "lms/io/onnx_layer_norm.h"
 #include "lms/io/onnx_importer.h"
 
 namespace lms {
@@ -61,12 +62,16 @@ Result<void> Importer::batch_norm(const OnnxNode& n) {
 }
 
 Result<void> Importer::unary(const OnnxNode& n) {
-  Op op = Op::relu;
-  if (n.op_type == "Gelu") {
-    if (string_attr(n, "approximate", "none") != "none") return fail("only the exact (erf) GELU is supported");
-    op = Op::gelu;
+  const std::string& t = n.op_type;
+  const Op op = t == "Gelu" ? Op::gelu : t == "Sigmoid" ? Op::sigmoid : t == "Tanh" ? Op::tanh : Op::relu;
+  Attributes a;
+  if (op == Op::gelu) {
+    const std::string approximate = string_attr(n, "approximate", "none");
+    if (approximate != "none" && approximate != "tanh")
+      return fail("approximate = \"{}\" is not a GELU form (none or tanh)", approximate);
+    if (approximate == "tanh") a = attrs({{"approximate", approximate}});
   }
-  return define(n, b_.op(op, {LMS_TRY(data(n, 0))}, {}, out_name(n)));
+  return define(n, b_.op(op, {LMS_TRY(data(n, 0))}, std::move(a), out_name(n)));
 }
 
 Result<void> Importer::binary(const OnnxNode& n) {
@@ -385,12 +390,14 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"ReduceMean", &Importer::reduce_mean},
       {"Relu", &Importer::unary},
       {"Reshape", &Importer::reshape_like},
+      {"Sigmoid", &Importer::unary},
       {"Shape", &Importer::shape},
       {"Slice", &Importer::slice},
       {"Softmax", &Importer::softmax},
       {"Split", &Importer::split},
       {"Squeeze", &Importer::reshape_like},
       {"Sub", &Importer::binary},
+      {"Tanh", &Importer::unary},
       {"Transpose", &Importer::transpose},
       {"Unsqueeze", &Importer::reshape_like},
       {"Where", &Importer::where},
@@ -440,7 +447,7 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
     initializers_.insert(name);
   }
   ValueId x = LMS_TRY(data_input());
-  const std::vector<OnnxNode> nodes = fuse_erf_gelu(model_);
+  const std::vector<OnnxNode> nodes = fuse_layer_norm(fuse_gelu(model_.nodes, model_), model_);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const OnnxNode& n = nodes[i];
     const std::string where = fmt::format("node '{}' ({})", n.name.empty() ? fmt::format("#{}", i) : n.name, n.op_type);

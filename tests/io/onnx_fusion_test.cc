@@ -1,0 +1,220 @@
+// The ONNX importer's fusions of decomposed operators, on OnnxModel values built here: GELU in its erf and tanh
+// forms (io/onnx_gelu.h) and layer norm before opset 17 (io/onnx_layer_norm.h), each matched in the orders and
+// spellings exporters and hand-written modules produce, left alone when an intermediate is shared or a constant
+// is wrong, and imported to exactly the graph the explicit operator gives. Also Sigmoid and Tanh. The fixtures
+// in tests/torch check real PyTorch exports against PyTorch's gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+
+#include "io/onnx_nodes.h"
+#include "lms/io/onnx_gelu.h"
+#include "lms/io/onnx_import.h"
+#include "lms/io/onnx_layer_norm.h"
+#include "lms/ir/printer.h"
+
+namespace lms {
+namespace {
+
+HostTensor scalar(double v) { return tensor(DType::f32, {}, {v}); }
+
+// x[2,4] -> y[2,4] through `nodes`, with scalar initializers.
+OnnxModel model(std::vector<OnnxNode> nodes, std::vector<std::pair<std::string, HostTensor>> inits) {
+  OnnxModel m;
+  m.opset = 14;
+  m.inputs = {info("x", {2, 4})};
+  m.outputs = {info("y", {2, 4})};
+  m.initializers = std::move(inits);
+  m.nodes = std::move(nodes);
+  return m;
+}
+
+// `m` imported with its output y averaged into the scalar the graph must end in: the graph printed, or the
+// import's error (a test expecting the other one fails).
+Result<std::string> import_mean(OnnxModel m) {
+  m.nodes.push_back(node("ReduceMean", {"y"}, {"y_mean"}, {ints_attr("axes", {0, 1}), int_attr("keepdims", 0)}));
+  m.outputs = {info("y_mean", {})};
+  OnnxImportOptions opts;
+  opts.add_loss = false;
+  auto r = import_onnx(m, "g", opts);
+  if (!r) return std::unexpected(r.error());
+  return print_graph(r->forward);
+}
+std::string imported(const OnnxModel& m) {
+  auto r = import_mean(m);
+  if (!r) ADD_FAILURE() << r.error().str();
+  return r.value_or("");
+}
+std::string import_error(const OnnxModel& m) {
+  auto r = import_mean(m);
+  if (r) ADD_FAILURE() << "imported:\n" << *r;
+  return r ? "" : r.error().str();
+}
+
+// GELU written out as PyTorch exports it; `half_first` writes (x * 0.5) * (1 + erf) instead.
+OnnxModel erf_gelu(bool half_first) {
+  std::vector<OnnxNode> n = {node("Div", {"x", "root2"}, {"d"}), node("Erf", {"d"}, {"e"}),
+                             node("Add", {"e", "one"}, {"a"})};
+  if (half_first) {
+    n.push_back(node("Mul", {"half", "x"}, {"h"}));
+    n.push_back(node("Mul", {"a", "h"}, {"y"}));
+  } else {
+    n.push_back(node("Mul", {"x", "a"}, {"p"}));
+    n.push_back(node("Mul", {"p", "half"}, {"y"}));
+  }
+  return model(std::move(n), {{"root2", scalar(std::sqrt(2.0))}, {"one", scalar(1)}, {"half", scalar(0.5)}});
+}
+
+// The one node GELU and layer norm chains should become, as an exporter with the operator would write it.
+OnnxModel explicit_gelu(std::string approximate) {
+  return model({node("Gelu", {"x"}, {"y"}, {string_attr("approximate", std::move(approximate))})}, {});
+}
+
+TEST(OnnxGeluFusion, ErfFormInBothProductOrders) {
+  for (bool half_first : {false, true}) {
+    const OnnxModel m = erf_gelu(half_first);
+    const std::vector<OnnxNode> fused = fuse_gelu(m.nodes, m);
+    ASSERT_EQ(fused.size(), 1u) << half_first;
+    EXPECT_EQ(fused[0].op_type, "Gelu");
+    EXPECT_EQ(fused[0].inputs, (std::vector<std::string>{"x"}));
+    EXPECT_EQ(fused[0].outputs, (std::vector<std::string>{"y"}));
+    EXPECT_EQ(imported(m), imported(explicit_gelu("none"))) << half_first;
+  }
+}
+
+TEST(OnnxGeluFusion, SharedIntermediatesAndWrongConstantsAreLeftAlone) {
+  OnnxModel shared = erf_gelu(false);
+  shared.nodes.push_back(node("Add", {"e", "y"}, {"z"}));  // the Erf output has a second reader
+  shared.outputs[0].name = "z";
+  EXPECT_EQ(fuse_gelu(shared.nodes, shared).size(), shared.nodes.size());
+  OnnxModel output = erf_gelu(false);
+  output.outputs.push_back(info("a", {2, 4}));  // an intermediate is a graph output
+  EXPECT_EQ(fuse_gelu(output.nodes, output).size(), output.nodes.size());
+  OnnxModel wrong = erf_gelu(false);
+  wrong.initializers[2].second = scalar(0.25);
+  EXPECT_EQ(fuse_gelu(wrong.nodes, wrong).size(), wrong.nodes.size()) << "not GELU: no fusion";
+}
+
+// The tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the cube as Pow (GPT-2's gelu_new), as
+// x * (x * x) (PyTorch's export of F.gelu(approximate='tanh')) or as (x * x) * x.
+enum class Cube { pow, mul_right, mul_left };
+OnnxModel tanh_gelu(Cube cube, double kappa = 0.044715) {
+  std::vector<OnnxNode> n;
+  if (cube == Cube::pow) {
+    n.push_back(node("Pow", {"x", "three"}, {"c"}));
+  } else {
+    n.push_back(node("Mul", {"x", "x"}, {"sq"}));
+    n.push_back(cube == Cube::mul_right ? node("Mul", {"x", "sq"}, {"c"}) : node("Mul", {"sq", "x"}, {"c"}));
+  }
+  n.push_back(node("Mul", {"kappa", "c"}, {"kc"}));
+  n.push_back(node("Add", {"x", "kc"}, {"s"}));
+  n.push_back(node("Mul", {"s", "beta"}, {"u"}));
+  n.push_back(node("Tanh", {"u"}, {"t"}));
+  n.push_back(node("Add", {"one", "t"}, {"a"}));
+  n.push_back(node("Mul", {"half", "x"}, {"h"}));
+  n.push_back(node("Mul", {"h", "a"}, {"y"}));
+  return model(std::move(n), {{"three", scalar(3)},
+                              {"kappa", scalar(kappa)},
+                              {"beta", scalar(std::numbers::sqrt2 * std::numbers::inv_sqrtpi)},
+                              {"one", scalar(1)},
+                              {"half", scalar(0.5)}});
+}
+
+TEST(OnnxGeluFusion, TanhFormInEachCubeSpelling) {
+  for (Cube cube : {Cube::pow, Cube::mul_right, Cube::mul_left}) {
+    const OnnxModel m = tanh_gelu(cube);
+    const std::vector<OnnxNode> fused = fuse_gelu(m.nodes, m);
+    ASSERT_EQ(fused.size(), 1u) << static_cast<int>(cube);
+    EXPECT_EQ(fused[0].attribute("approximate")->s, "tanh");
+    const std::string g = imported(m);
+    EXPECT_EQ(g, imported(explicit_gelu("tanh")));
+    EXPECT_NE(g.find("gelu(%x) {approximate = \"tanh\"}"), std::string::npos) << g;
+  }
+  const OnnxModel wrong = tanh_gelu(Cube::pow, 0.05);
+  EXPECT_EQ(fuse_gelu(wrong.nodes, wrong).size(), wrong.nodes.size()) << "another coefficient: not GELU";
+  // Unfused, the chain's Pow is refused by name.
+  EXPECT_NE(import_error(wrong).find("(Pow): operator not supported"), std::string::npos) << import_error(wrong);
+}
+
+TEST(OnnxImportActivations, SigmoidTanhAndGeluForms) {
+  const OnnxModel m = model({node("Sigmoid", {"x"}, {"s"}), node("Tanh", {"s"}, {"y"})}, {});
+  const std::string g = imported(m);
+  EXPECT_NE(g.find("sigmoid(%x)"), std::string::npos) << g;
+  EXPECT_NE(g.find("tanh(%"), std::string::npos) << g;
+  EXPECT_NE(import_error(explicit_gelu("fast")).find("approximate = \"fast\" is not a GELU form"), std::string::npos);
+}
+
+// nn.LayerNorm(4) over x[2,4] as opset 14 writes it: ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div,
+// Mul gamma, Add beta. `hand_written` is the common hand-written module instead: the centred value computed
+// twice, squared as d * d, divided as d * Reciprocal(std), and gamma * n + beta with the operands swapped.
+OnnxModel decomposed_layer_norm(bool hand_written, std::vector<int64_t> axes = {-1}) {
+  std::vector<OnnxNode> n = {node("ReduceMean", {"x"}, {"m"}, {ints_attr("axes", axes)})};
+  if (!hand_written) {
+    n.push_back(node("Sub", {"x", "m"}, {"d"}));
+    n.push_back(node("Pow", {"d", "two"}, {"sq"}));
+  } else {
+    n.push_back(node("Sub", {"x", "m"}, {"d"}));
+    n.push_back(node("Sub", {"x", "m"}, {"d2"}));
+    n.push_back(node("Mul", {"d2", "d2"}, {"sq"}));
+  }
+  n.push_back(node("ReduceMean", {"sq"}, {"v"}, {ints_attr("axes", axes)}));
+  n.push_back(node("Add", {"v", "eps"}, {"ve"}));
+  n.push_back(node("Sqrt", {"ve"}, {"sd"}));
+  if (!hand_written) {
+    n.push_back(node("Div", {"d", "sd"}, {"nrm"}));
+    n.push_back(node("Mul", {"nrm", "gamma"}, {"w"}));
+    n.push_back(node("Add", {"w", "beta"}, {"y"}));
+  } else {
+    n.push_back(node("Reciprocal", {"sd"}, {"inv"}));
+    n.push_back(node("Mul", {"inv", "d"}, {"nrm"}));
+    n.push_back(node("Mul", {"gamma", "nrm"}, {"w"}));
+    n.push_back(node("Add", {"beta", "w"}, {"y"}));
+  }
+  return model(std::move(n), {{"two", scalar(2)},
+                              {"eps", scalar(1e-5)},
+                              {"gamma", tensor(DType::f32, {4}, {1, 2, 3, 4})},
+                              {"beta", tensor(DType::f32, {4}, {0, 1, 0, 1})}});
+}
+
+OnnxModel explicit_layer_norm() {
+  return model({node("LayerNormalization", {"x", "gamma", "beta"}, {"y"},
+                     {int_attr("axis", -1), float_attr("epsilon", static_cast<float>(1e-5))})},
+               {{"gamma", tensor(DType::f32, {4}, {1, 2, 3, 4})}, {"beta", tensor(DType::f32, {4}, {0, 1, 0, 1})}});
+}
+
+TEST(OnnxLayerNormFusion, ExportedAndHandWrittenForms) {
+  for (bool hand_written : {false, true}) {
+    const OnnxModel m = decomposed_layer_norm(hand_written);
+    const std::vector<OnnxNode> fused = fuse_layer_norm(m.nodes, m);
+    ASSERT_EQ(fused.size(), 1u) << hand_written;
+    EXPECT_EQ(fused[0].op_type, "LayerNormalization");
+    EXPECT_EQ(fused[0].inputs, (std::vector<std::string>{"x", "gamma", "beta"}));
+    EXPECT_EQ(fused[0].attribute("axis")->i, -1);
+    EXPECT_EQ(imported(m), imported(explicit_layer_norm())) << hand_written;
+  }
+  // The positive spelling of the last axis fuses too; an inner axis is fused and then refused by the importer
+  // (LMS normalizes the last axis only), a reduction over two axes is not fused at all.
+  EXPECT_EQ(imported(decomposed_layer_norm(false, {1})), imported(explicit_layer_norm()));
+  EXPECT_NE(import_error(decomposed_layer_norm(false, {0})).find("only the last axis is supported"),
+            std::string::npos);
+  const OnnxModel two_axes = decomposed_layer_norm(false, {0, 1});
+  EXPECT_EQ(fuse_layer_norm(two_axes.nodes, two_axes).size(), two_axes.nodes.size());
+}
+
+TEST(OnnxLayerNormFusion, SharedIntermediatesAreLeftAlone) {
+  OnnxModel output = decomposed_layer_norm(false);
+  output.outputs.push_back(info("v", {2, 1}));  // the variance is a graph output
+  EXPECT_EQ(fuse_layer_norm(output.nodes, output).size(), output.nodes.size());
+  OnnxModel shared = decomposed_layer_norm(false);
+  shared.nodes.push_back(node("Add", {"d", "y"}, {"z"}));  // the centred value has a third reader
+  shared.outputs[0].name = "z";
+  EXPECT_EQ(fuse_layer_norm(shared.nodes, shared).size(), shared.nodes.size());
+  OnnxModel other_mean = decomposed_layer_norm(false);
+  other_mean.nodes[1].inputs[0] = "y0";  // x - mean of something else: not a layer norm
+  other_mean.inputs.push_back(info("y0", {2, 4}));
+  EXPECT_EQ(fuse_layer_norm(other_mean.nodes, other_mean).size(), other_mean.nodes.size());
+}
+
+}  // namespace
+}  // namespace lms
