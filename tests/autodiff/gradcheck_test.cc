@@ -103,6 +103,7 @@ std::vector<Case> cases() {
       {"gelu tanh", Op::gelu, {f({3, 7})}, A({{"approximate", Attribute{std::string("tanh")}}})},
       {"sigmoid", Op::sigmoid, {f({3, 7})}},
       {"tanh", Op::tanh, {f({3, 7})}},
+      {"clamp", Op::clamp, {f({3, 7})}, A({{"min", Attribute{-0.5}}, {"max", Attribute{0.3}}})},
       {"add same shape", Op::add, {f({4}), f({4})}},
       {"add broadcast", Op::add, {f({2, 3}), f({3})}},
       {"add broadcast both", Op::add, {f({2, 1, 4}), f({3, 1})}},

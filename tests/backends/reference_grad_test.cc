@@ -28,6 +28,13 @@ TEST(ReferenceGrad, Activations) {
   const Attributes tanh_form = A({{"approximate", S("tanh")}});
   auto gelu_tanh_loss = [&](const HostTensor& xp) { return dot(run1(Op::gelu, {xp}, tanh_form), r); };
   EXPECT_TRUE(matches_numeric_gradient(gelu_tanh_loss, x, run1(Op::gelu_grad, {r, x}, tanh_form), kStep, kTol));
+  // clamp_grad reads x; x stays 0.1 away from the bounds (kinks).
+  const Attributes bounds = A({{"min", F(-0.5)}, {"max", F(0.7)}});
+  auto clamp_loss = [&](const HostTensor& xp) { return dot(run1(Op::clamp, {xp}, bounds), r); };
+  HostTensor xc = x;
+  for (int64_t i = 0; i < xc.type.num_elements(); ++i)
+    if (std::abs(xc.get(i) + 0.5) < 0.1 || std::abs(xc.get(i) - 0.7) < 0.1) xc.set(i, 0.1);
+  EXPECT_TRUE(matches_numeric_gradient(clamp_loss, xc, run1(Op::clamp_grad, {r, xc}, bounds), kStep, kTol));
   // sigmoid_grad and tanh_grad read the forward's output.
   for (Op op : {Op::sigmoid, Op::tanh}) {
     const Op grad = op == Op::sigmoid ? Op::sigmoid_grad : Op::tanh_grad;

@@ -47,6 +47,13 @@ TEST(ReferenceOps, Activations) {
   // sigmoid(0) = 1/2, sigmoid(ln 3) = 1/(1 + 1/3) = 3/4, sigmoid(-ln 3) = 1/4; tanh(ln 2) = (2 - 1/2)/(2 + 1/2).
   EXPECT_TRUE(near(run1(Op::sigmoid, {f64({3}, {0, std::log(3.0), -std::log(3.0)})}), {0.5, 0.75, 0.25}, 1e-15));
   EXPECT_TRUE(near(run1(Op::tanh, {f64({3}, {0, std::log(2.0), -std::log(2.0)})}), {0, 0.6, -0.6}, 1e-15));
+  // clamp: both bounds, one bound, NaN kept; clamp_grad passes dy strictly inside the bounds only.
+  const Attributes relu6 = A({{"min", F(0)}, {"max", F(6)}});
+  EXPECT_TRUE(near(run1(Op::clamp, {f32({4}, {-1, 3, 6.5, 6})}, relu6), {0, 3, 6, 6}, 0));
+  EXPECT_TRUE(near(run1(Op::clamp, {f32({3}, {-1, 3, 7})}, A({{"max", F(2)}})), {-1, 2, 2}, 0));
+  EXPECT_TRUE(std::isnan(run1(Op::clamp, {nan}, relu6).get(0)));
+  EXPECT_TRUE(near(run1(Op::clamp_grad, {f32({5}, {1, 2, 3, 4, 5}), f32({5}, {-1, 0, 3, 6, 7})}, relu6),
+                   {0, 0, 3, 0, 0}, 0));
   // Saturation: no overflow to NaN at large |x|.
   EXPECT_TRUE(near(run1(Op::sigmoid, {f32({2}, {-1000, 1000})}), {0, 1}, 0));
   // The tanh gelu against PyTorch 1.13's F.gelu(x, approximate='tanh') in double, at 0, 1, -1 and 3.

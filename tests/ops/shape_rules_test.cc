@@ -114,6 +114,8 @@ TEST(ShapeElementwise, NormalAndErrors) {
   EXPECT_TRUE(gives(infer(Op::gelu, {f16({5})}), {f16({5})}));
   EXPECT_TRUE(gives(infer(Op::gelu, {f32({5})}, A({{"approximate", std::string("tanh")}})), {f32({5})}));
   EXPECT_TRUE(gives(infer(Op::sigmoid, {f32({2, 3})}), {f32({2, 3})}));
+  EXPECT_TRUE(gives(infer(Op::clamp, {f32({2, 3})}, A({{"min", 0.0}, {"max", 6.0}})), {f32({2, 3})}));
+  EXPECT_TRUE(gives(infer(Op::clamp, {f32({2})}), {f32({2})}));  // no bounds: the identity
   EXPECT_TRUE(gives(infer(Op::tanh, {f16({4})}), {f16({4})}));
   EXPECT_TRUE(gives(infer(Op::scale, {f32({5})}, A({{"factor", 0.5}})), {f32({5})}));
   EXPECT_TRUE(gives(infer(Op::add, {f32({8, 1, 6}), f32({7, 1})}), {f32({8, 7, 6})}));
@@ -123,6 +125,7 @@ TEST(ShapeElementwise, NormalAndErrors) {
   expect_errors({
       {Op::relu, {i32({2})}, {}, {"'relu'", "floating-point", "i32[2]"}},
       {Op::sigmoid, {i64({2})}, {}, {"'sigmoid'", "floating-point"}},
+      {Op::clamp, {f32({2})}, A({{"min", 1.0}, {"max", 0.5}}), {"clamp bounds min = 1 and max = 0.5", "min <= max"}},
       {Op::gelu, {f32({2})}, A({{"approximate", std::string("fast")}}), {"gelu", "'approximate' = \"fast\"", "tanh"}},
       {Op::scale, {f32({2})}, {}, {"'scale'", "'factor'"}},
       {Op::add, {f32({2}), f16({2})}, {}, {"'add'", "differ in dtype"}},

@@ -23,6 +23,7 @@ Result<void> grad_relu(GradContext& c);
 Result<void> grad_gelu(GradContext& c);
 Result<void> grad_sigmoid(GradContext& c);
 Result<void> grad_tanh(GradContext& c);
+Result<void> grad_clamp(GradContext& c);
 Result<void> grad_add(GradContext& c);
 Result<void> grad_mul(GradContext& c);
 Result<void> grad_scale(GradContext& c);

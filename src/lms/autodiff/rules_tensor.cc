@@ -56,6 +56,12 @@ Result<void> grad_tanh(GradContext& c) {
   return {};
 }
 
+// clamp_grad reads x (y cannot tell a clamped element from one exactly at a bound) with the forward's bounds.
+Result<void> grad_clamp(GradContext& c) {
+  if (c.needs(0)) c.set_grad(0, c.emit(Op::clamp_grad, {c.dy(), c.inputs[0]}, c.attrs, c.name(0)));
+  return {};
+}
+
 Result<void> grad_add(GradContext& c) {
   for (size_t i = 0; i < 2; ++i)
     if (c.needs(i)) c.set_grad(i, reduce_to_input(c, i, c.dy()));

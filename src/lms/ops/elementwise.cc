@@ -1,4 +1,4 @@
-// Elementwise ops: relu, gelu (exact or tanh-approximated), sigmoid, tanh, add and mul (with NumPy
+// Elementwise ops: relu, gelu (exact or tanh-approximated), sigmoid, tanh, clamp, add and mul (with NumPy
 // broadcasting), scale by a constant, bias_add along an axis. All are recomputable: cheap, pure, and their
 // inputs are usually small to keep.
 #include <algorithm>
@@ -45,6 +45,11 @@ Result<std::vector<TensorType>> bias_add(const OpCall& c) {
   return std::vector<TensorType>{x};
 }
 
+Result<std::vector<TensorType>> clamp_shape(const OpCall& c) {
+  LMS_TRY_VOID(clamp_bounds(c));
+  return unary(c);
+}
+
 Result<std::vector<TensorType>> gelu_shape(const OpCall& c) {
   LMS_TRY_VOID(gelu_approximation(c));
   return unary(c);
@@ -85,6 +90,11 @@ void define_elementwise_ops(OpTable& t) {
   elementwise(t.define(Op::sigmoid), {"x"}, unary, cost<kSigmoidFlopsPerElement>, autodiff::grad_sigmoid,
               "1 / (1 + exp(-x))");
   elementwise(t.define(Op::tanh), {"x"}, unary, cost<kTanhFlopsPerElement>, autodiff::grad_tanh, "tanh(x)");
+  {
+    OpDef& d = t.define(Op::clamp);
+    elementwise(d, {"x"}, clamp_shape, cost1, autodiff::grad_clamp, "min(max(x, min), max); NaN stays NaN");
+    d.attrs = {kClampMinAttr, kClampMaxAttr};
+  }
   elementwise(t.define(Op::add), {"a", "b"}, broadcast, cost1, autodiff::grad_add, "a + b with NumPy broadcasting");
   elementwise(t.define(Op::mul), {"a", "b"}, broadcast, cost1, autodiff::grad_mul, "a * b with NumPy broadcasting");
   {

@@ -1,5 +1,5 @@
 // The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, sigmoid_grad,
-// tanh_grad, softmax_grad,
+// tanh_grad, clamp_grad, softmax_grad,
 // embedding_grad, cross_entropy_grad, broadcast_to and sum_to (broadcasting and its inverse), slice_grad, and
 // batch norm's running-statistics update bn_running_update (in place on two `state` values, the only
 // gradient-family op that is not recomputable). Semantics follow PyTorch's autograd (docs/autodiff.md,
@@ -41,6 +41,11 @@ Result<std::vector<TensorType>> same_type_pair(const OpCall& c) {
 
 Result<std::vector<TensorType>> gelu_grad_shape(const OpCall& c) {
   LMS_TRY_VOID(gelu_approximation(c));
+  return same_type_pair(c);
+}
+
+Result<std::vector<TensorType>> clamp_grad_shape(const OpCall& c) {
+  LMS_TRY_VOID(clamp_bounds(c));
   return same_type_pair(c);
 }
 
@@ -200,6 +205,13 @@ void define_grad_tensor_ops(OpTable& t) {
     OpDef& d = grad_op(t.define(Op::tanh_grad), {"dy", "y"}, "gradient of tanh from its output: dy * (1 - y*y)");
     d.shape = same_type_pair;
     d.cost = per_output_cost<kSigmoidTanhGradFlopsPerElement>;
+  }
+  {
+    OpDef& d = grad_op(t.define(Op::clamp_grad), {"dy", "x"},
+                       "gradient of clamp from its input: dy where min < x < max, else 0 (as hardtanh and relu6)");
+    d.attrs = {kClampMinAttr, kClampMaxAttr};
+    d.shape = clamp_grad_shape;
+    d.cost = per_output_cost<kReluGradFlopsPerElement>;
   }
   {
     OpDef& d = grad_op(t.define(Op::softmax_grad), {"dy", "y"},

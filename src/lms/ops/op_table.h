@@ -3,6 +3,7 @@
 // every one of them, in op-list order, when the table is first used.
 #pragma once
 
+#include <limits>
 #include <vector>
 
 #include "lms/ops/op.h"
@@ -37,6 +38,13 @@ inline const AttrSpec kGeluApproximateAttr{"approximate", AttrKind::String, Attr
                                            "none: x*Phi(x) with the erf; tanh: 0.5x(1 + tanh(sqrt(2/pi)(x + "
                                            "0.044715x^3)))"};
 Result<void> gelu_approximation(const OpCall& c);
+// clamp's and clamp_grad's bounds: `min` and `max`, unbounded (-inf, +inf) when absent; clamp_bounds checks
+// that neither is NaN and min <= max.
+inline const AttrSpec kClampMinAttr{"min", AttrKind::Float, Attribute{-std::numeric_limits<double>::infinity()},
+                                    "the lower bound; absent: none"};
+inline const AttrSpec kClampMaxAttr{"max", AttrKind::Float, Attribute{std::numeric_limits<double>::infinity()},
+                                    "the upper bound; absent: none"};
+Result<void> clamp_bounds(const OpCall& c);
 
 // Shared cost helpers.
 int64_t total_bytes(std::span<const TensorType> ts);

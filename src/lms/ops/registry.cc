@@ -2,6 +2,7 @@
 // each op in op_list.inc was defined exactly once, and implements the generic parts of the op interface
 // (attribute normalization, arity checks before shape rules, defaults for attribute getters).
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -37,6 +38,13 @@ Result<void> gelu_approximation(const OpCall& c) {
   const std::string a = c.s("approximate");
   if (a != "none" && a != "tanh")
     return fail("{} attribute 'approximate' = \"{}\" must be \"none\" or \"tanh\"", c.def.name, a);
+  return {};
+}
+
+Result<void> clamp_bounds(const OpCall& c) {
+  const double lo = c.f("min"), hi = c.f("max");
+  if (std::isnan(lo) || std::isnan(hi) || lo > hi)
+    return fail("{} bounds min = {} and max = {} must be numbers with min <= max", c.def.name, lo, hi);
   return {};
 }
 

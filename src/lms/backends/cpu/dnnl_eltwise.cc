@@ -1,6 +1,7 @@
 // oneDNN elementwise ops for the cpu backend (dnnl_util.h): relu, gelu (eltwise_gelu_erf, or eltwise_gelu_tanh
-// for approximate = "tanh"), sigmoid (eltwise_logistic) and tanh, and their gradients (relu_grad, sigmoid_grad
-// and tanh_grad read y: the use_dst_for_bwd algorithms, so relu_grad is dy where y > 0; gelu_grad reads x),
+// for approximate = "tanh"), sigmoid (eltwise_logistic), tanh and clamp (eltwise_clip_v2: gradient only strictly
+// inside the bounds), and their gradients (relu_grad, sigmoid_grad and tanh_grad read y: the use_dst_for_bwd
+// algorithms, so relu_grad is dy where y > 0; gelu_grad and clamp_grad read x),
 // add and mul with NumPy broadcasting and bias_add (binary, the broadcast operand as src1 with size-1
 // dimensions), softmax and softmax_grad along any axis, and causal softmax as an own loop (oneDNN has no masked
 // softmax). Unary ops see their tensors as one flat f32 vector.
@@ -19,14 +20,21 @@ namespace {
 
 memory::desc flat(const KernelCall& call) { return plain({call.outputs[0].type->num_elements()}); }
 
+// clamp's bound `name` as oneDNN's float alpha or beta (absent: unbounded).
+float bound(const KernelCall& call, std::string_view name) {
+  const double inf = std::numeric_limits<double>::infinity();
+  return static_cast<float>(call.attrs->get_float(name, name == "min" ? -inf : inf));
+}
+
 dnnl::algorithm gelu_algorithm(const KernelCall& call) {
   return call.attrs->get_string("approximate", "none") == "tanh" ? dnnl::algorithm::eltwise_gelu_tanh
                                                                   : dnnl::algorithm::eltwise_gelu_erf;
 }
 
-KernelPtr eltwise_forward(DnnlContext& ctx, const KernelCall& call, dnnl::algorithm alg) {
+KernelPtr eltwise_forward(DnnlContext& ctx, const KernelCall& call, dnnl::algorithm alg, float alpha = 0,
+                          float beta = 0) {
   const memory::desc md = flat(call);
-  dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f);
+  dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_training, alg, md, alpha, beta);
   dnnl::eltwise_forward::primitive_desc pd(desc, user_scratchpad(), ctx.engine);
   auto k = std::make_unique<CpuKernel>(ctx);
   k->add_primitive(dnnl::eltwise_forward(pd), pd.scratchpad_desc(),
@@ -35,11 +43,12 @@ KernelPtr eltwise_forward(DnnlContext& ctx, const KernelCall& call, dnnl::algori
 }
 
 // (dy, t) -> dx, where t is the forward's output (use_dst algorithms) or input.
-KernelPtr eltwise_backward(DnnlContext& ctx, const KernelCall& call, dnnl::algorithm alg, int t_arg) {
+KernelPtr eltwise_backward(DnnlContext& ctx, const KernelCall& call, dnnl::algorithm alg, int t_arg, float alpha = 0,
+                           float beta = 0) {
   const memory::desc md = flat(call);
-  dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f);
+  dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, alg, md, alpha, beta);
   dnnl::eltwise_forward::primitive_desc hint(fwd, ctx.engine);
-  dnnl::eltwise_backward::desc desc(alg, md, md, 0.f, 0.f);
+  dnnl::eltwise_backward::desc desc(alg, md, md, alpha, beta);
   dnnl::eltwise_backward::primitive_desc pd(desc, user_scratchpad(), ctx.engine, hint);
   auto k = std::make_unique<CpuKernel>(ctx);
   k->add_primitive(dnnl::eltwise_backward(pd), pd.scratchpad_desc(),
@@ -170,6 +179,7 @@ Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call) {
     case Op::gelu: return eltwise_forward(ctx, call, gelu_algorithm(call));
     case Op::sigmoid: return eltwise_forward(ctx, call, algorithm::eltwise_logistic);
     case Op::tanh: return eltwise_forward(ctx, call, algorithm::eltwise_tanh);
+    case Op::clamp: return eltwise_forward(ctx, call, algorithm::eltwise_clip_v2, bound(call, "min"), bound(call, "max"));
     case Op::relu_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
       return eltwise_backward(ctx, call, algorithm::eltwise_relu_use_dst_for_bwd, DNNL_ARG_DST);
@@ -182,6 +192,10 @@ Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call) {
     case Op::tanh_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
       return eltwise_backward(ctx, call, algorithm::eltwise_tanh_use_dst_for_bwd, DNNL_ARG_DST);
+    case Op::clamp_grad:
+      if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
+      return eltwise_backward(ctx, call, algorithm::eltwise_clip_v2, DNNL_ARG_SRC, bound(call, "min"),
+                              bound(call, "max"));
     case Op::add: return two ? broadcast_binary(ctx, call, algorithm::binary_add) : KernelPtr();
     case Op::mul: return two ? broadcast_binary(ctx, call, algorithm::binary_mul) : KernelPtr();
     case Op::bias_add: return two ? bias_add(ctx, call) : KernelPtr();

@@ -199,10 +199,12 @@ Result<KernelPtr> (*builder_of(Op op))(DnnlContext&, const KernelCall&) {
     case Op::gelu:
     case Op::sigmoid:
     case Op::tanh:
+    case Op::clamp:
     case Op::relu_grad:
     case Op::gelu_grad:
     case Op::sigmoid_grad:
     case Op::tanh_grad:
+    case Op::clamp_grad:
     case Op::add:
     case Op::mul:
     case Op::bias_add:

@@ -178,22 +178,25 @@ std::optional<OwnKernel> packed(const Launcher& l, PackedKind kind, const void* 
 // gelu and gelu_grad with approximate = "tanh" (the shape rule has checked the value).
 bool tanh_approximated(const Args& a) { return a.c.s("approximate") == "tanh"; }
 
-Result<OwnKernel> unary(const Args& a, const Launcher& l, UnaryKind kind, double factor = 1) {
+// clamp's bounds (absent: unbounded).
+std::pair<double, double> clamp_bounds(const Args& a) { return {a.c.f("min"), a.c.f("max")}; }
+
+Result<OwnKernel> unary(const Args& a, const Launcher& l, UnaryKind kind, double p0 = 1, double p1 = 0) {
   if (kind == UnaryKind::relu && a.out(0).dtype == DType::f32)
     if (auto k = packed(l, PackedKind::relu, in<float>(a, 0), in<float>(a, 0), out<float>(a, 0), elements(a.out(0))))
       return *k;
   return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
-    return single(l, Unary<T>{in<T>(a, 0), out<T>(a, 0), kind, factor}, elements(a.out(0)));
+    return single(l, Unary<T>{in<T>(a, 0), out<T>(a, 0), kind, p0, p1}, elements(a.out(0)));
   });
 }
 
-Result<OwnKernel> activation_grad(const Args& a, const Launcher& l, GradKind kind) {
+Result<OwnKernel> activation_grad(const Args& a, const Launcher& l, GradKind kind, double lo = 0, double hi = 0) {
   if (kind == GradKind::relu && a.out(0).dtype == DType::f32)
     if (auto k = packed(l, PackedKind::relu_grad, in<float>(a, 0), in<float>(a, 1), out<float>(a, 0),
                         elements(a.out(0))))
       return *k;
   return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
-    return single(l, ActivationGrad<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), kind}, elements(a.out(0)));
+    return single(l, ActivationGrad<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), kind, lo, hi}, elements(a.out(0)));
   });
 }
 
@@ -581,6 +584,7 @@ bool is_own_op(Op op) {
     case Op::gelu:
     case Op::sigmoid:
     case Op::tanh:
+    case Op::clamp:
     case Op::add:
     case Op::mul:
     case Op::scale:
@@ -602,6 +606,7 @@ bool is_own_op(Op op) {
     case Op::gelu_grad:
     case Op::sigmoid_grad:
     case Op::tanh_grad:
+    case Op::clamp_grad:
     case Op::layer_norm:
     case Op::layer_norm_grad:
     case Op::softmax_grad:
@@ -654,6 +659,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::gelu: return unary(a, l, tanh_approximated(a) ? UnaryKind::gelu_tanh : UnaryKind::gelu);
       case Op::sigmoid: return unary(a, l, UnaryKind::sigmoid);
       case Op::tanh: return unary(a, l, UnaryKind::tanh);
+      case Op::clamp: return unary(a, l, UnaryKind::clamp, clamp_bounds(a).first, clamp_bounds(a).second);
       case Op::scale: return unary(a, l, UnaryKind::scale, a.c.f("factor"));
       case Op::add: return broadcast_binary(a, l, BinaryKind::add);
       case Op::mul: return broadcast_binary(a, l, BinaryKind::mul);
@@ -662,6 +668,8 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::gelu_grad: return activation_grad(a, l, tanh_approximated(a) ? GradKind::gelu_tanh : GradKind::gelu);
       case Op::sigmoid_grad: return activation_grad(a, l, GradKind::sigmoid);
       case Op::tanh_grad: return activation_grad(a, l, GradKind::tanh);
+      case Op::clamp_grad:
+        return activation_grad(a, l, GradKind::clamp, clamp_bounds(a).first, clamp_bounds(a).second);
       case Op::global_avg_pool: return global_avg_pool(a, l);
       case Op::max_pool_grad: return max_pool_grad(a, l);
       case Op::max_pool_argmax: return max_pool_argmax(a, l);

@@ -96,6 +96,11 @@ inline constexpr double kGeluTanhCubic = 0.044715;
 LMS_HD inline double gelu_tanh(double x) {
   return 0.5 * x * (1 + tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x)));
 }
+// std::min(std::max(v, lo), hi) as the reference computes it (the same comparisons, so the same signed zeros).
+LMS_HD inline double clamp(double v, double lo, double hi) {
+  const double m = v < lo ? lo : v;
+  return hi < m ? hi : m;
+}
 LMS_HD inline double gelu_tanh_derivative(double x) {
   const double t = tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x));
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * kSqrt2OverPi * (1 + 3 * kGeluTanhCubic * x * x);
@@ -111,14 +116,14 @@ struct Fill {
   LMS_HD void operator()(int64_t i) const { y[i] = value; }
 };
 
-enum class UnaryKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, scale };
+enum class UnaryKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, clamp, scale };
 // y[i] = f(x[i]); may run in place.
 template <class T>
 struct Unary {
   const T* x;
   T* y;
   UnaryKind kind;
-  double factor;  // scale's
+  double p0, p1;  // scale: the factor; clamp: min and max
   LMS_HD void operator()(int64_t i) const {
     const double v = static_cast<double>(x[i]);
     double r = 0;
@@ -128,21 +133,23 @@ struct Unary {
       case UnaryKind::gelu_tanh: r = gelu_tanh(v); break;
       case UnaryKind::sigmoid: r = 1 / (1 + exp(-v)); break;
       case UnaryKind::tanh: r = tanh(v); break;
-      case UnaryKind::scale: r = v * factor; break;
+      case UnaryKind::clamp: r = v != v ? v : clamp(v, p0, p1); break;
+      case UnaryKind::scale: r = v * p0; break;
     }
     y[i] = static_cast<T>(r);
   }
 };
 
-enum class GradKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh };
+enum class GradKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, clamp };
 // dx[i] = dy[i] * f'(at[i]) for same-shaped operands (relu_grad, sigmoid_grad and tanh_grad read y; gelu_grad
-// reads x).
+// and clamp_grad read x).
 template <class T>
 struct ActivationGrad {
   const T* dy;
   const T* at;
   T* dx;
   GradKind kind;
+  double lo, hi;  // clamp's bounds
   LMS_HD void operator()(int64_t i) const {
     const double d = static_cast<double>(dy[i]), v = static_cast<double>(at[i]);
     double r = 0;
@@ -152,6 +159,7 @@ struct ActivationGrad {
       case GradKind::gelu_tanh: r = d * gelu_tanh_derivative(v); break;
       case GradKind::sigmoid: r = d * v * (1 - v); break;
       case GradKind::tanh: r = d * (1 - v * v); break;
+      case GradKind::clamp: r = lo < v && v < hi ? d : 0; break;
     }
     dx[i] = static_cast<T>(r);
   }

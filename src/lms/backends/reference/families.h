@@ -24,6 +24,7 @@ Result<void> relu(const Args& a);
 Result<void> gelu(const Args& a);
 Result<void> sigmoid(const Args& a);
 Result<void> tanh(const Args& a);
+Result<void> clamp(const Args& a);
 Result<void> add(const Args& a);
 Result<void> mul(const Args& a);
 Result<void> scale(const Args& a);
@@ -32,6 +33,7 @@ Result<void> relu_grad(const Args& a);
 Result<void> gelu_grad(const Args& a);
 Result<void> sigmoid_grad(const Args& a);
 Result<void> tanh_grad(const Args& a);
+Result<void> clamp_grad(const Args& a);
 
 // reduce.cc
 Result<void> mean(const Args& a);
