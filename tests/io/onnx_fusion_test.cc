@@ -1,7 +1,8 @@
 // The ONNX importer's fusions of decomposed operators, on OnnxModel values built here: GELU in its erf and tanh
 // forms (io/onnx_gelu.h) and layer norm before opset 17 (io/onnx_layer_norm.h), each matched in the orders and
 // spellings exporters and hand-written modules produce, left alone when an intermediate is shared or a constant
-// is wrong, and imported to exactly the graph the explicit operator gives. Also Sigmoid and Tanh. The fixtures
+// is wrong, and imported to exactly the graph the explicit operator gives. Also the activations that map to one
+// op or a few (Sigmoid, Tanh, Clip, HardSigmoid, HardSwish) and zero padding. The fixtures
 // in tests/torch check real PyTorch exports against PyTorch's gradients.
 #include <gtest/gtest.h>
 
@@ -143,6 +144,41 @@ TEST(OnnxImportActivations, SigmoidTanhAndGeluForms) {
   EXPECT_NE(g.find("sigmoid(%x)"), std::string::npos) << g;
   EXPECT_NE(g.find("tanh(%"), std::string::npos) << g;
   EXPECT_NE(import_error(explicit_gelu("fast")).find("approximate = \"fast\" is not a GELU form"), std::string::npos);
+}
+
+TEST(OnnxImportActivations, ClipBoundsFromInputsOrAttributes) {
+  // Opset 11+: optional constant inputs (max only here, min omitted as ""); opset 6: attributes.
+  OnnxModel inputs = model({node("Clip", {"x", "lo", "hi"}, {"y"})}, {{"lo", scalar(0)}, {"hi", scalar(6)}});
+  EXPECT_NE(imported(inputs).find("clamp(%x) {min = 0.0, max = 6.0}"), std::string::npos) << imported(inputs);
+  OnnxModel max_only = model({node("Clip", {"x", "", "hi"}, {"y"})}, {{"hi", scalar(6)}});
+  EXPECT_NE(imported(max_only).find("clamp(%x) {max = 6.0}"), std::string::npos) << imported(max_only);
+  OnnxModel attributes = model({node("Clip", {"x"}, {"y"}, {float_attr("min", -1), float_attr("max", 1)})}, {});
+  attributes.opset = 6;
+  EXPECT_NE(imported(attributes).find("clamp(%x) {min = -1.0, max = 1.0}"), std::string::npos) << imported(attributes);
+  OnnxModel data_bound = model({node("Clip", {"x", "x"}, {"y"})}, {});
+  EXPECT_NE(import_error(data_bound).find("the min input must be a one-element constant"), std::string::npos);
+}
+
+TEST(OnnxImportActivations, HardSigmoidAndHardSwish) {
+  // HardSigmoid(x) = clamp(alpha x + beta, 0, 1); HardSwish(x) = x * clamp(x / 6 + 1/2, 0, 1).
+  const std::string sigmoid = imported(
+      model({node("HardSigmoid", {"x"}, {"y"}, {float_attr("alpha", 0.25), float_attr("beta", 0.375)})}, {}));
+  EXPECT_NE(sigmoid.find("%y.scaled = scale(%x) {factor = 0.25}"), std::string::npos) << sigmoid;
+  EXPECT_NE(sigmoid.find("%y.beta = constant() {value = 0.375} : f32[]"), std::string::npos) << sigmoid;
+  EXPECT_NE(sigmoid.find("%y = clamp(%y.shifted) {min = 0.0, max = 1.0}"), std::string::npos) << sigmoid;
+  const std::string swish = imported(model({node("HardSwish", {"x"}, {"y"})}, {}));
+  EXPECT_NE(swish.find("%y.beta = constant() {value = 0.5}"), std::string::npos) << swish;
+  EXPECT_NE(swish.find("%y = mul(%x, %y.gate)"), std::string::npos) << swish;
+}
+
+TEST(OnnxImportActivations, ZeroPadIsTheIdentityAndOtherPadsAreRefused) {
+  OnnxModel zero = model({node("Pad", {"x", "pads"}, {"p"}), node("Relu", {"p"}, {"y"})},
+                         {{"pads", tensor(DType::i64, {4}, {0, 0, 0, 0})}});
+  EXPECT_NE(imported(zero).find("relu(%x)"), std::string::npos) << imported(zero);
+  OnnxModel some = zero;
+  some.initializers[0].second = tensor(DType::i64, {4}, {0, 1, 0, 1});
+  EXPECT_NE(import_error(some).find("padding by nonzero amounts [0,1,0,1] is not supported"), std::string::npos)
+      << import_error(some);
 }
 
 // nn.LayerNorm(4) over x[2,4] as opset 14 writes it: ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div,

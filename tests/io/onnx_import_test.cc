@@ -167,8 +167,8 @@ TEST(OnnxImport, RefusalsNameTheNode) {
     const char* needle;
   };
   const Case cases[] = {
-      {"unsupported op", [](OnnxModel& m) { m.nodes[1].op_type = "HardSwish"; },
-       "node 'Relu_r' (HardSwish): operator not supported (LMS imports: Add, AveragePool,"},
+      {"unsupported op", [](OnnxModel& m) { m.nodes[1].op_type = "Elu"; },
+       "node 'Relu_r' (Elu): operator not supported (LMS imports: Add, AveragePool,"},
       {"asymmetric pads", [](OnnxModel& m) { m.nodes[0].attributes[0].ints = {0, 0, 1, 1}; },
        "node 'Conv_c' (Conv): asymmetric padding [0,0,1,1]"},
       {"auto_pad", [](OnnxModel& m) { m.nodes[0].attributes.push_back(string_attr("auto_pad", "SAME_UPPER")); },

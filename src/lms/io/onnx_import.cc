@@ -74,6 +74,57 @@ Result<void> Importer::unary(const OnnxNode& n) {
   return define(n, b_.op(op, {LMS_TRY(data(n, 0))}, std::move(a), out_name(n)));
 }
 
+// Clip's bounds are optional one-element constant inputs from opset 11, attributes before; absent: unbounded.
+Result<void> Importer::clip(const OnnxNode& n) {
+  ValueId x = LMS_TRY(data(n, 0));
+  Attributes a;
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    const std::string name = i == 1 ? "min" : "max";
+    if (has_input(n, i)) {
+      const HostTensor* c = constant(n, i);
+      if (c == nullptr || c->type.num_elements() != 1) return fail("the {} input must be a one-element constant", name);
+      a.set(name, c->get(0));
+    } else if (const OnnxAttribute* v = n.attribute(name); v != nullptr && v->kind == OnnxAttribute::Kind::f) {
+      a.set(name, v->f);
+    }
+  }
+  return define(n, b_.op(Op::clamp, {x}, std::move(a), out_name(n)));
+}
+
+// HardSigmoid(x) = clamp(alpha x + beta, 0, 1); HardSwish(x) = x HardSigmoid(x) with alpha 1/6, beta 1/2.
+Result<void> Importer::hard_activation(const OnnxNode& n) {
+  ValueId x = LMS_TRY(data(n, 0));
+  const bool swish = n.op_type == "HardSwish";
+  const double alpha = swish ? 1.0 / 6 : float_attr(n, "alpha", 0.2), beta = swish ? 0.5 : float_attr(n, "beta", 0.5);
+  const std::string name = out_name(n);
+  ValueId scaled = b_.op(Op::scale, {x}, attrs({{"factor", alpha}}), name + ".scaled");
+  if (!b_.ok()) return std::unexpected(*b_.error());
+  const TensorType scalar{b_.type(x).dtype, {}};
+  ValueId shift = b_.add(Op::constant, {}, attrs({{"value", beta}}), name + ".beta", {scalar})[0];
+  ValueId shifted = b_.op(Op::add, {scaled, shift}, {}, name + ".shifted");
+  Attributes unit = attrs({{"min", 0.0}, {"max", 1.0}});
+  if (!swish) return define(n, b_.op(Op::clamp, {shifted}, std::move(unit), name));
+  ValueId gate = b_.op(Op::clamp, {shifted}, std::move(unit), name + ".gate");
+  return define(n, b_.op(Op::mul, {x, gate}, {}, name));
+}
+
+// Only padding by zero amounts imports (as the identity): PyTorch writes it before AveragePool with
+// count_include_pad, and U-Nets pad skip connections by size differences that are usually zero.
+Result<void> Importer::pad(const OnnxNode& n) {
+  std::optional<std::vector<int64_t>> pads = ints_attr(n, "pads");
+  if (!pads && has_input(n, 1)) {
+    const HostTensor* c = constant(n, 1);
+    if (c == nullptr) return fail("the pads input '{}' is not a constant", n.inputs[1]);
+    pads = ints_of(*c);
+  }
+  if (!pads) return fail("no pads are given");
+  if (std::ranges::any_of(*pads, [](int64_t p) { return p != 0; }))
+    return fail("padding by nonzero amounts {} is not supported (only all-zero pads, the identity)",
+                to_string(Shape(pads->begin(), pads->end())));
+  tensors_[n.outputs.at(0)] = LMS_TRY(tensor(n, 0));
+  return {};
+}
+
 Result<void> Importer::binary(const OnnxNode& n) {
   const std::string& t = n.op_type;
   if (constant(n, 0) && constant(n, 1))
@@ -203,12 +254,20 @@ Result<void> Importer::reshape_like(const OnnxNode& n) {
 }
 
 Result<void> Importer::identity(const OnnxNode& n) {
-  if (n.outputs.size() > 1 && !n.outputs[1].empty()) return fail("the mask output is not supported");
   if (n.op_type == "Dropout") {
     const HostTensor* ratio = constant(n, 1);
     const HostTensor* training = constant(n, 2);
     if (has_input(n, 2) && (training == nullptr || training->get(0) != 0) && (ratio == nullptr || ratio->get(0) != 0))
-      return fail("training-mode dropout is not supported (LMS has no dropout op); export in evaluation mode");
+      return fail("training-mode dropout is not supported (LMS has no dropout op); export in evaluation mode or "
+                  "with the dropout probability set to 0");
+  }
+  // The mask output (all ones here) is fine as long as nothing reads it.
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
+    const std::string& mask = n.outputs[1];
+    const auto reads_mask = [&](const OnnxNode& m) { return std::ranges::find(m.inputs, mask) != m.inputs.end(); };
+    if (std::ranges::any_of(model_.nodes, reads_mask) ||
+        std::ranges::any_of(model_.outputs, [&](const OnnxValueInfo& o) { return o.name == mask; }))
+      return fail("the mask output is read, which is not supported");
   }
   if (const HostTensor* c = constant(n, 0)) {
     // PyTorch's exporter writes parameters that were equal at export (fresh layer norms: ones and zeros) as one
@@ -368,6 +427,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"AveragePool", &Importer::pool},
       {"BatchNormalization", &Importer::batch_norm},
       {"Cast", &Importer::cast},
+      {"Clip", &Importer::clip},
       {"Concat", &Importer::concat},
       {"Constant", &Importer::constant_node},
       {"Conv", &Importer::conv},
@@ -379,6 +439,8 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"Gather", &Importer::gather},
       {"Gelu", &Importer::unary},
       {"Gemm", &Importer::gemm},
+      {"HardSigmoid", &Importer::hard_activation},
+      {"HardSwish", &Importer::hard_activation},
       {"GlobalAveragePool", &Importer::global_avg_pool},
       {"Identity", &Importer::identity},
       {"LayerNormalization", &Importer::layer_norm},
@@ -386,6 +448,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"MaxPool", &Importer::pool},
       {"Mul", &Importer::binary},
       {"Not", &Importer::fold},
+      {"Pad", &Importer::pad},
       {"Range", &Importer::fold},
       {"ReduceMean", &Importer::reduce_mean},
       {"Relu", &Importer::unary},

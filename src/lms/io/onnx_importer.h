@@ -194,6 +194,9 @@ class Importer {
   Result<void> conv(const OnnxNode& n);
   Result<void> batch_norm(const OnnxNode& n);
   Result<void> unary(const OnnxNode& n);
+  Result<void> clip(const OnnxNode& n);
+  Result<void> hard_activation(const OnnxNode& n);  // HardSigmoid, HardSwish
+  Result<void> pad(const OnnxNode& n);
   Result<void> binary(const OnnxNode& n);
   // The output is the scores under `masked` (nonzero = filled), which must be causal; only Softmax reads it.
   Result<void> mask_scores(const OnnxNode& n, const std::string& scores, const HostTensor& masked);

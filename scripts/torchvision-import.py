@@ -1,0 +1,62 @@
+#!/usr/bin/python3
+"""Exports torchvision's classification models as a user would for LMS (training mode, opset 14, no constant
+folding, a symbolic batch; dropout probabilities set to 0, since LMS has no dropout op) and imports each with
+`lms stats`, printing one line per model: imported (with its parameter count) or the import's error line.
+A survey of what the ONNX importer covers, not a test: CI has no torchvision.
+
+    /usr/bin/python3 scripts/torchvision-import.py [--lms build/bin/lms] [--image 64] [model ...]
+
+Needs Debian's python3-torch and python3-torchvision (1.13 / 0.14).
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import warnings
+
+import torch
+import torch.nn as nn
+import torchvision.models as models
+
+DEFAULT_MODELS = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v2", "mobilenet_v3_small",
+                  "mobilenet_v3_large", "densenet121", "shufflenet_v2_x1_0", "regnet_y_400mf", "mnasnet0_5",
+                  "squeezenet1_0", "googlenet", "efficientnet_b0", "convnext_tiny", "vgg11_bn", "alexnet"]
+
+
+def export(name, path, image):
+    model = getattr(models, name)(num_classes=10, **({"aux_logits": False, "init_weights": True}
+                                                     if name == "googlenet" else {}))
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+    model.train()
+    torch.onnx.export(model, (torch.randn(2, 3, image, image),), path, input_names=["input"],
+                      output_names=["logits"], opset_version=14, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lms", default="build/bin/lms", help="the lms binary")
+    parser.add_argument("--image", type=int, default=64, help="input side at export")
+    parser.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models:
+            path = os.path.join(tmp, name + ".onnx")
+            try:
+                export(name, path, args.image)
+            except Exception as e:  # the exporter's own refusals (e.g. stochastic depth's Bernoulli)
+                print(f"{name:22} export failed: {str(e).splitlines()[0][:150]}")
+                continue
+            r = subprocess.run([args.lms, "stats", path, "--batch", "2", "--json"], capture_output=True, text=True)
+            if r.returncode == 0:
+                print(f"{name:22} imported: {json.loads(r.stdout)['params']:,} parameters")
+            else:
+                print(f"{name:22} {r.stderr.strip().replace(path + ': ', '')[:200]}")
+
+
+if __name__ == "__main__":
+    main()
