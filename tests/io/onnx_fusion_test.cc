@@ -34,7 +34,7 @@ OnnxModel model(std::vector<OnnxNode> nodes, std::vector<std::pair<std::string, 
 // `m` imported with its output y averaged into the scalar the graph must end in: the graph printed, or the
 // import's error (a test expecting the other one fails).
 Result<std::string> import_mean(OnnxModel m) {
-  m.nodes.push_back(node("ReduceMean", {"y"}, {"y_mean"}, {ints_attr("axes", {0, 1}), int_attr("keepdims", 0)}));
+  m.nodes.push_back(node("ReduceMean", {"y"}, {"y_mean"}, {int_attr("keepdims", 0)}));  // over all axes
   m.outputs = {info("y_mean", {})};
   OnnxImportOptions opts;
   opts.add_loss = false;
@@ -171,14 +171,59 @@ TEST(OnnxImportActivations, HardSigmoidAndHardSwish) {
   EXPECT_NE(swish.find("%y = mul(%x, %y.gate)"), std::string::npos) << swish;
 }
 
-TEST(OnnxImportActivations, ZeroPadIsTheIdentityAndOtherPadsAreRefused) {
+TEST(OnnxImportPad, ZeroAmountsAreTheIdentity) {
   OnnxModel zero = model({node("Pad", {"x", "pads"}, {"p"}), node("Relu", {"p"}, {"y"})},
                          {{"pads", tensor(DType::i64, {4}, {0, 0, 0, 0})}});
   EXPECT_NE(imported(zero).find("relu(%x)"), std::string::npos) << imported(zero);
-  OnnxModel some = zero;
-  some.initializers[0].second = tensor(DType::i64, {4}, {0, 1, 0, 1});
-  EXPECT_NE(import_error(some).find("padding by nonzero amounts [0,1,0,1] is not supported"), std::string::npos)
-      << import_error(some);
+}
+
+// x[1,2,5,5] zero-padded by 1 on each spatial side, then `reader`; against `reader` with the padding itself.
+OnnxModel padded(OnnxNode reader, std::vector<int64_t> pads = {0, 0, 1, 1, 0, 0, 1, 1}) {
+  OnnxModel m = model({node("Pad", {"x", "pads"}, {"p"}), std::move(reader)},
+                      {{"pads", tensor(DType::i64, {8}, std::vector<double>(pads.begin(), pads.end()))},
+                       {"w", tensor(DType::f32, {3, 2, 3, 3}, {})}});
+  m.inputs = {info("x", {1, 2, 5, 5})};
+  m.outputs = {info("y", {})};
+  return m;
+}
+OnnxModel unpadded(OnnxNode reader) {
+  OnnxModel m = padded(std::move(reader), {0, 0, 0, 0, 0, 0, 0, 0});
+  m.nodes.erase(m.nodes.begin());
+  m.nodes[0].inputs[0] = "x";
+  m.initializers.erase(m.initializers.begin());
+  return m;
+}
+
+TEST(OnnxImportPad, ZeroPaddingBecomesTheReadersPadding) {
+  const auto kernel = ints_attr("kernel_shape", {3, 3});
+  EXPECT_EQ(imported(padded(node("Conv", {"p", "w"}, {"y"}, {kernel}))),
+            imported(unpadded(node("Conv", {"x", "w"}, {"y"}, {kernel, ints_attr("pads", {1, 1, 1, 1})}))));
+  // Zero padding is counted by the pool, as count_include_pad does.
+  const std::string pool = imported(padded(node("AveragePool", {"p"}, {"y"}, {kernel})));
+  EXPECT_EQ(pool, imported(unpadded(node("AveragePool", {"x"}, {"y"},
+                                         {kernel, ints_attr("pads", {1, 1, 1, 1}), int_attr("count_include_pad", 1)}))));
+  EXPECT_NE(pool.find("pad = [1, 1]"), std::string::npos) << pool;
+}
+
+TEST(OnnxImportPad, OtherPaddingIsRefusedWithTheReason) {
+  const auto kernel = ints_attr("kernel_shape", {3, 3});
+  const struct {
+    OnnxModel m;
+    const char* why;
+  } cases[] = {
+      {padded(node("MaxPool", {"p"}, {"y"}, {kernel})), "read by MaxPool"},
+      {padded(node("Conv", {"p", "w"}, {"y"}, {kernel}), {0, 0, 1, 0, 0, 0, 1, 1}), "not equal spatial padding"},
+      {padded(node("Conv", {"p", "w"}, {"y"}, {kernel}), {0, 1, 1, 1, 0, 1, 1, 1}), "not equal spatial padding"},
+      {padded(node("Relu", {"p"}, {"y"})), "read by Relu"},
+  };
+  for (const auto& c : cases) {
+    const std::string e = import_error(c.m);
+    EXPECT_NE(e.find("padding by [0,"), std::string::npos) << e;
+    EXPECT_NE(e.find(c.why), std::string::npos) << e;
+  }
+  OnnxModel reflect = padded(node("Conv", {"p", "w"}, {"y"}, {kernel}));
+  reflect.nodes[0].attributes = {string_attr("mode", "reflect")};
+  EXPECT_NE(import_error(reflect).find("not constant padding"), std::string::npos);
 }
 
 // nn.LayerNorm(4) over x[2,4] as opset 14 writes it: ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div,

@@ -108,8 +108,11 @@ Result<void> Importer::hard_activation(const OnnxNode& n) {
   return define(n, b_.op(Op::mul, {x, gate}, {}, name));
 }
 
-// Only padding by zero amounts imports (as the identity): PyTorch writes it before AveragePool with
-// count_include_pad, and U-Nets pad skip connections by size differences that are usually zero.
+// Pad by zero amounts is the identity (PyTorch writes one before every AveragePool with count_include_pad;
+// U-Nets pad skip connections by size differences that are usually zero). Constant zero padding of the
+// spatial dims, the same before and after, read only by a Conv or an AveragePool counting padding (PyTorch's
+// AvgPool with padding, nn.ZeroPad2d before a convolution), becomes that node's own padding: the output is
+// recorded in zero_pads_ and aliases the input. Any other padding is refused.
 Result<void> Importer::pad(const OnnxNode& n) {
   std::optional<std::vector<int64_t>> pads = ints_attr(n, "pads");
   if (!pads && has_input(n, 1)) {
@@ -118,10 +121,38 @@ Result<void> Importer::pad(const OnnxNode& n) {
     pads = ints_of(*c);
   }
   if (!pads) return fail("no pads are given");
-  if (std::ranges::any_of(*pads, [](int64_t p) { return p != 0; }))
-    return fail("padding by nonzero amounts {} is not supported (only all-zero pads, the identity)",
-                to_string(Shape(pads->begin(), pads->end())));
-  tensors_[n.outputs.at(0)] = LMS_TRY(tensor(n, 0));
+  const Tensor x = LMS_TRY(tensor(n, 0));
+  tensors_[n.outputs.at(0)] = x;
+  if (std::ranges::all_of(*pads, [](int64_t p) { return p == 0; })) return {};
+  const std::string amounts = to_string(Shape(pads->begin(), pads->end()));
+  const auto refuse = [&](std::string_view why) {
+    return fail("padding by {} is not supported: {} (zero padding of the spatial dims, equal on both sides, read "
+                "only by a Conv or an AveragePool that counts padding, is)", amounts, why);
+  };
+  const size_t rank = x.shape.size();
+  if (string_attr(n, "mode", "constant") != "constant") return refuse("not constant padding");
+  const HostTensor* value = has_input(n, 2) ? constant(n, 2) : nullptr;
+  if ((has_input(n, 2) && (value == nullptr || value->get(0) != 0)) || float_attr(n, "value", 0) != 0)
+    return refuse("the padding value is not 0");
+  if (pads->size() != 2 * rank || rank < 3) return refuse("not one begin and end per dimension of an N, C, ... tensor");
+  IntList spatial;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t begin = (*pads)[d], end = (*pads)[d + rank];
+    if (d < 2 ? begin != 0 || end != 0 : begin != end || begin < 0) return refuse("not equal spatial padding");
+    if (d >= 2) spatial.push_back(begin);
+  }
+  const std::string& out = n.outputs.at(0);
+  std::vector<const OnnxNode*> readers;
+  for (const OnnxNode& m : model_.nodes)
+    if (std::ranges::find(m.inputs, out) != m.inputs.end()) readers.push_back(&m);
+  const bool is_output = std::ranges::any_of(model_.outputs, [&](const OnnxValueInfo& o) { return o.name == out; });
+  if (readers.size() != 1 || is_output || readers[0]->inputs.at(0) != out) return refuse("not read by one node");
+  const OnnxNode& r = *readers[0];
+  const bool own_pads = std::ranges::any_of(ints_attr(r, "pads").value_or(std::vector<int64_t>{}),
+                                            [](int64_t p) { return p != 0; });
+  const bool counting_pool = r.op_type == "AveragePool" && (int_attr(r, "count_include_pad", 0) != 0 || !own_pads);
+  if (r.op_type != "Conv" && !counting_pool) return refuse("read by " + r.op_type);
+  zero_pads_[out] = spatial;
   return {};
 }
 
@@ -173,7 +204,8 @@ Result<void> Importer::pool(const OnnxNode& n) {
   Attributes a = attrs({{"kernel", IntList(*kernel)},
                         {"stride", LMS_TRY(spatial(n, "strides", rank))},
                         {"pad", LMS_TRY(symmetric_pads(n, rank))}});
-  if (!max) a.set("count_include_pad", int_attr(n, "count_include_pad", 0) != 0);
+  // Padding from a zero Pad before the pool (Importer::pad) is counted, as it was part of the data.
+  if (!max) a.set("count_include_pad", int_attr(n, "count_include_pad", 0) != 0 || zero_pads_.contains(n.inputs[0]));
   const Op ops[2][3] = {{Op::avg_pool1d, Op::avg_pool2d, Op::avg_pool3d}, {Op::max_pool1d, Op::max_pool2d, Op::max_pool3d}};
   return define(n, b_.op(ops[max][rank - 1], {x}, std::move(a), out_name(n)));
 }

@@ -182,6 +182,9 @@ class Importer {
       if (pads[i] != pads[i + rank]) return fail("asymmetric padding {} is not supported", to_string(Shape(pads)));
       out.push_back(pads[i]);
     }
+    // A zero Pad before this node (see Importer::pad) adds its amounts.
+    if (auto z = zero_pads_.find(n.inputs.at(0)); z != zero_pads_.end())
+      for (int i = 0; i < rank; ++i) out[i] += z->second.at(static_cast<size_t>(i));
     return out;
   }
   Result<int> spatial_rank(ValueId x) {
@@ -235,6 +238,7 @@ class Importer {
   Builder b_;
   std::map<std::string, Tensor> tensors_;
   std::map<std::string, std::string> masked_;  // a causally masked output -> the scores it masks (for Softmax)
+  std::map<std::string, IntList> zero_pads_;   // a zero-padded output -> its spatial pads (for Conv, AveragePool)
   std::map<std::string, HostTensor> consts_;
   std::set<std::string> initializers_;
   std::map<std::string, HostTensor> weights_;
