@@ -200,8 +200,9 @@ TEST(OnnxImportPad, ZeroPaddingBecomesTheReadersPadding) {
             imported(unpadded(node("Conv", {"x", "w"}, {"y"}, {kernel, ints_attr("pads", {1, 1, 1, 1})}))));
   // Zero padding is counted by the pool, as count_include_pad does.
   const std::string pool = imported(padded(node("AveragePool", {"p"}, {"y"}, {kernel})));
-  EXPECT_EQ(pool, imported(unpadded(node("AveragePool", {"x"}, {"y"},
-                                         {kernel, ints_attr("pads", {1, 1, 1, 1}), int_attr("count_include_pad", 1)}))));
+  const OnnxNode counting = node("AveragePool", {"x"}, {"y"},
+                                 {kernel, ints_attr("pads", {1, 1, 1, 1}), int_attr("count_include_pad", 1)});
+  EXPECT_EQ(pool, imported(unpadded(counting)));
   EXPECT_NE(pool.find("pad = [1, 1]"), std::string::npos) << pool;
 }
 
