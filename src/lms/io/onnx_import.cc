@@ -100,8 +100,9 @@ Result<void> Importer::hard_activation(const OnnxNode& n) {
   ValueId scaled = b_.op(Op::scale, {x}, attrs({{"factor", alpha}}), name + ".scaled");
   if (!b_.ok()) return std::unexpected(*b_.error());
   const TensorType scalar{b_.type(x).dtype, {}};
-  ValueId shift = b_.add(Op::constant, {}, attrs({{"value", beta}}), name + ".beta", {scalar})[0];
-  ValueId shifted = b_.op(Op::add, {scaled, shift}, {}, name + ".shifted");
+  const std::vector<ValueId> shift = b_.add(Op::constant, {}, attrs({{"value", beta}}), name + ".beta", {scalar});
+  if (shift.empty()) return std::unexpected(*b_.error());
+  ValueId shifted = b_.op(Op::add, {scaled, shift[0]}, {}, name + ".shifted");
   Attributes unit = attrs({{"min", 0.0}, {"max", 1.0}});
   if (!swish) return define(n, b_.op(Op::clamp, {shifted}, std::move(unit), name));
   ValueId gate = b_.op(Op::clamp, {shifted}, std::move(unit), name + ".gate");
@@ -471,9 +472,9 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"Gather", &Importer::gather},
       {"Gelu", &Importer::unary},
       {"Gemm", &Importer::gemm},
+      {"GlobalAveragePool", &Importer::global_avg_pool},
       {"HardSigmoid", &Importer::hard_activation},
       {"HardSwish", &Importer::hard_activation},
-      {"GlobalAveragePool", &Importer::global_avg_pool},
       {"Identity", &Importer::identity},
       {"LayerNormalization", &Importer::layer_norm},
       {"MatMul", &Importer::matmul},
@@ -485,8 +486,8 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"ReduceMean", &Importer::reduce_mean},
       {"Relu", &Importer::unary},
       {"Reshape", &Importer::reshape_like},
-      {"Sigmoid", &Importer::unary},
       {"Shape", &Importer::shape},
+      {"Sigmoid", &Importer::unary},
       {"Slice", &Importer::slice},
       {"Softmax", &Importer::softmax},
       {"Split", &Importer::split},
