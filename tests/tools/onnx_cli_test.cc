@@ -1,6 +1,7 @@
 // `lms` with an ONNX model file: `train` starts from the file's weights (a step with learning rate 0 saves them
 // back unchanged), `maxbatch` searches an exported model's batch, the model is planned for training by default,
-// and options that describe built-in models, or files that are not ONNX models, are one-line errors.
+// swapping imported models is bit-exact, and options that describe built-in models, or files that are not ONNX
+// models, are one-line errors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -61,6 +62,33 @@ TEST(OnnxCommand, PlanAndMaxBatch) {
   CmdResult past = lms("plan " + kCnn + " --batch " + std::to_string(max_batch + 1) + " --budget 1MiB");
   EXPECT_NE(past.status, 0);
   EXPECT_NE(past.out.find("does NOT fit"), std::string::npos) << past.out;
+}
+
+// Swapping is bit-exact on imported models whose ops came from fusions and the newer activations: the GPT-2
+// export (fused layer norms, tanh GELU) and the mobile-activation CNN (sigmoid, tanh, clamp, the hard
+// activations, padding folded into a pool), trained under a budget that makes tflms and auto swap, give the
+// unconstrained run's losses bit for bit.
+TEST(OnnxCommand, SwappingImportedModelsIsBitExact) {
+  const std::string fixtures = std::string(LMS_SOURCE_DIR) + "/tests/fixtures/";
+  const struct {
+    std::string file, batch, budget;
+  } cases[] = {{"onnx_gpt2.onnx", "4", "140KiB"}, {"onnx_act.onnx", "8", "150KiB"}};
+  for (const auto& c : cases) {
+    auto train = [&](const std::string& strategy, const std::string& budget) {
+      CmdResult r = lms("train " + fixtures + c.file + " --device reference --steps 2 --batch " + c.batch +
+                        " --strategy " + strategy + " --budget " + budget + " --json");
+      EXPECT_EQ(r.status, 0) << c.file << " " << strategy << ": " << r.err;
+      return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+    };
+    const nlohmann::json free = train("none", "100GiB");
+    ASSERT_TRUE(free.contains("losses")) << c.file;
+    for (const char* strategy : {"tflms", "auto"}) {
+      const nlohmann::json tight = train(strategy, c.budget);
+      ASSERT_TRUE(tight.contains("losses")) << c.file << " " << strategy;
+      EXPECT_GT(tight["swap_out_bytes"].get<int64_t>(), 0) << c.file << " " << strategy << ": nothing was swapped";
+      EXPECT_EQ(tight["losses"], free["losses"]) << c.file << " " << strategy;
+    }
+  }
 }
 #endif
 
