@@ -30,12 +30,13 @@ constexpr double kAbsTol = 1e-8;    // ...plus this, for gradients near zero (th
 // One input of the op under test.
 struct In {
   Shape shape;
-  enum Kind { Float, Ids } kind = Float;  // Ids: integers in [0, bound)
+  enum Kind { Float, Ids, Positive } kind = Float;  // Ids: integers in [0, bound); Positive: floats in [0.5, 1.5)
   int64_t bound = 0;
   int same_as = -1;  // >= 0: the op reads that earlier input again (fan-out)
 };
 In f(Shape s) { return In{std::move(s)}; }
 In ids(Shape s, int64_t bound) { return In{std::move(s), In::Ids, bound}; }
+In pos(Shape s) { return In{std::move(s), In::Positive}; }
 In same(int index) { return In{{}, In::Float, 0, index}; }
 
 struct Case {
@@ -103,6 +104,8 @@ std::vector<Case> cases() {
       {"gelu tanh", Op::gelu, {f({3, 7})}, A({{"approximate", Attribute{std::string("tanh")}}})},
       {"sigmoid", Op::sigmoid, {f({3, 7})}},
       {"tanh", Op::tanh, {f({3, 7})}},
+      {"sqrt", Op::sqrt, {pos({3, 7})}},
+      {"reciprocal", Op::reciprocal, {pos({3, 7})}},
       {"clamp", Op::clamp, {f({3, 7})}, A({{"min", Attribute{-0.5}}, {"max", Attribute{0.3}}})},
       {"add same shape", Op::add, {f({4}), f({4})}},
       {"add broadcast", Op::add, {f({2, 3}), f({3})}},
@@ -188,8 +191,11 @@ Result<Built> build(const Case& c) {
     std::string name = fmt::format("in{}", i);
     TensorType t{in.kind == In::Ids ? DType::i64 : DType::f64, in.shape};
     ins.push_back(in.kind == In::Ids ? b.input(t, name) : b.param(t, name));
-    out.feeds.emplace(name, random_tensor(t, derive_key(key, i), in.kind == In::Ids ? in.bound : 0));
-    if (in.kind == In::Float) out.float_inputs.push_back(name);
+    HostTensor feed = random_tensor(t, derive_key(key, i), in.kind == In::Ids ? in.bound : 0);
+    if (in.kind == In::Positive)
+      for (int64_t k = 0; k < feed.type.num_elements(); ++k) feed.set(k, 1 + feed.get(k) / 2);
+    out.feeds.emplace(name, std::move(feed));
+    if (in.kind != In::Ids) out.float_inputs.push_back(name);
   }
   std::vector<ValueId> ys = b.add(c.op, ins, c.attrs, "y");
   if (!b.ok()) return std::unexpected(*b.error());

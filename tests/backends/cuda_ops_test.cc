@@ -52,6 +52,7 @@ double cuda_tolerance(const OpCase& c) {
     case Op::gelu_grad:
     case Op::sigmoid:
     case Op::tanh:
+    case Op::sqrt:
     case Op::softmax:
     case Op::softmax_grad:
     case Op::cross_entropy:

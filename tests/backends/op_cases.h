@@ -4,8 +4,8 @@
 // Forward cases expand into their gradients (gradient_cases): a convolution into conv_backward_data and
 // conv_backward_filter, a plain matmul into its two transposed matmuls, a max pooling into max_pool_grad,
 // max_pool_argmax and max_pool_grad_by_argmax, an average pooling into avg_pool_grad, a norm into its grad,
-// relu/gelu/sigmoid/tanh/clamp/softmax into theirs. Outputs are compared by the norm-wise relative error
-// max|got - ref| / max|ref|: the reference accumulates in double and rounds once; a library
+// relu/gelu/sigmoid/tanh/clamp/sqrt/reciprocal/softmax into theirs. Outputs are compared by the norm-wise
+// relative error max|got - ref| / max|ref|: the reference accumulates in double and rounds once; a library
 // computing in f32 in its own order is not expected to match bit for bit; 1e-5 is about a hundred f32 ulps at
 // the largest output. `tolerance` is the cpu backend's; each backend's test states its own where they differ.
 // A row with tolerance 0 must be bit-identical (pure data movement, the double-accumulating reductions, and the
@@ -120,6 +120,9 @@ inline const std::vector<OpCase> kCases = {
     {"clamp", Op::clamp, {{4, 33}}, A({{"min", F(-0.5)}, {"max", F(0.25)}})},
     {"clamp_relu6", Op::clamp, {In({4, 33}, DType::f32, -8, 8)}, A({{"min", F(0)}, {"max", F(6)}})},
     {"clamp_max_only", Op::clamp, {{3, 7}}, A({{"max", F(0.1)}})},
+    {"sqrt", Op::sqrt, {In({4, 33}, DType::f32, 0.1, 4)}, {}},
+    // reciprocal is the reference kernel on the cpu backend (documented in dnnl_eltwise.cc).
+    {"reciprocal", Op::reciprocal, {In({4, 33}, DType::f32, 0.5, 2)}, {}, 0, 0},
     {"add_same", Op::add, {{3, 7, 5}, {3, 7, 5}}, {}},
     {"add_broadcast", Op::add, {{4, 5, 6}, {6}}, {}},
     {"add_broadcast_first", Op::add, {{5, 1}, {4, 5, 6}}, {}},
@@ -273,10 +276,14 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
   } else if (c.op == Op::relu || c.op == Op::gelu || c.op == Op::clamp) {
     const Op op = c.op == Op::relu ? Op::relu_grad : c.op == Op::gelu ? Op::gelu_grad : Op::clamp_grad;
     g.push_back({n + ".grad", op, {In(x), c.inputs[0]}, c.attrs, tol});
-  } else if (c.op == Op::sigmoid || c.op == Op::tanh) {
-    // The grads read y: sigmoid's lies in (0, 1), tanh's in (-1, 1).
-    const Op op = c.op == Op::sigmoid ? Op::sigmoid_grad : Op::tanh_grad;
-    g.push_back({n + ".grad", op, {In(x), In(x, DType::f32, c.op == Op::sigmoid ? 0 : -1, 1)}, {}, tol});
+  } else if (c.op == Op::sigmoid || c.op == Op::tanh || c.op == Op::sqrt || c.op == Op::reciprocal) {
+    // The grads read y: sigmoid's lies in (0, 1), tanh's in (-1, 1); sqrt's and reciprocal's kept from 0.
+    const Op op = c.op == Op::sigmoid ? Op::sigmoid_grad
+                  : c.op == Op::tanh  ? Op::tanh_grad
+                  : c.op == Op::sqrt  ? Op::sqrt_grad
+                                      : Op::reciprocal_grad;
+    const double lo = c.op == Op::tanh ? -1 : c.op == Op::sigmoid ? 0 : 0.5;
+    g.push_back({n + ".grad", op, {In(x), In(x, DType::f32, lo, c.op == Op::sqrt ? 2 : 1)}, {}, tol});
   } else if (c.op == Op::softmax && !c.attrs.get_bool("causal", false)) {
     // y is a softmax output in the real op; any values exercise the same formula.
     g.push_back({n + ".grad", Op::softmax_grad, {In(x), Pos(x)}, A({{"axis", I(c.attrs.get_int("axis", -1))}}), tol});
@@ -288,7 +295,7 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
 inline bool has_gradients(const OpCase& c) {
   return c.op == Op::matmul || is_conv(c.op) || is_max_pool(c.op) || is_avg_pool(c.op) || c.op == Op::batch_norm ||
          c.op == Op::layer_norm || c.op == Op::relu || c.op == Op::gelu || c.op == Op::sigmoid || c.op == Op::tanh ||
-         c.op == Op::clamp ||
+         c.op == Op::clamp || c.op == Op::sqrt || c.op == Op::reciprocal ||
          (c.op == Op::softmax && !c.attrs.get_bool("causal", false));
 }
 

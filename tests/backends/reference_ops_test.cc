@@ -54,6 +54,12 @@ TEST(ReferenceOps, Activations) {
   EXPECT_TRUE(std::isnan(run1(Op::clamp, {nan}, relu6).get(0)));
   EXPECT_TRUE(near(run1(Op::clamp_grad, {f32({5}, {1, 2, 3, 4, 5}), f32({5}, {-1, 0, 3, 6, 7})}, relu6),
                    {0, 0, 3, 0, 0}, 0));
+  // sqrt and reciprocal, and their gradients from the output: dy/(2y) and -dy*y^2.
+  EXPECT_TRUE(near(run1(Op::sqrt, {f32({3}, {4, 0.25, 0})}), {2, 0.5, 0}, 0));
+  EXPECT_TRUE(std::isnan(run1(Op::sqrt, {f32({1}, {-1})}).get(0)));
+  EXPECT_TRUE(near(run1(Op::reciprocal, {f32({3}, {4, -0.5, 1})}), {0.25, -2, 1}, 0));
+  EXPECT_TRUE(near(run1(Op::sqrt_grad, {f32({2}, {1, 3}), f32({2}, {2, 0.5})}), {0.25, 3}, 0));
+  EXPECT_TRUE(near(run1(Op::reciprocal_grad, {f32({2}, {1, 3}), f32({2}, {2, 0.5})}), {-4, -0.75}, 0));
   // Saturation: no overflow to NaN at large |x|.
   EXPECT_TRUE(near(run1(Op::sigmoid, {f32({2}, {-1000, 1000})}), {0, 1}, 0));
   // The tanh gelu against PyTorch 1.13's F.gelu(x, approximate='tanh') in double, at 0, 1, -1 and 3.

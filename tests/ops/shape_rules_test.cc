@@ -116,6 +116,8 @@ TEST(ShapeElementwise, NormalAndErrors) {
   EXPECT_TRUE(gives(infer(Op::sigmoid, {f32({2, 3})}), {f32({2, 3})}));
   EXPECT_TRUE(gives(infer(Op::clamp, {f32({2, 3})}, A({{"min", 0.0}, {"max", 6.0}})), {f32({2, 3})}));
   EXPECT_TRUE(gives(infer(Op::clamp, {f32({2})}), {f32({2})}));  // no bounds: the identity
+  EXPECT_TRUE(gives(infer(Op::sqrt, {f32({2, 3})}), {f32({2, 3})}));
+  EXPECT_TRUE(gives(infer(Op::reciprocal, {f16({3})}), {f16({3})}));
   EXPECT_TRUE(gives(infer(Op::tanh, {f16({4})}), {f16({4})}));
   EXPECT_TRUE(gives(infer(Op::scale, {f32({5})}, A({{"factor", 0.5}})), {f32({5})}));
   EXPECT_TRUE(gives(infer(Op::add, {f32({8, 1, 6}), f32({7, 1})}), {f32({8, 7, 6})}));

@@ -56,6 +56,17 @@ Result<void> grad_tanh(GradContext& c) {
   return {};
 }
 
+// sqrt and reciprocal, too, have derivatives in their outputs: 1/(2y) and -y^2.
+Result<void> grad_sqrt(GradContext& c) {
+  if (c.needs(0)) c.set_grad(0, c.emit(Op::sqrt_grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
+  return {};
+}
+
+Result<void> grad_reciprocal(GradContext& c) {
+  if (c.needs(0)) c.set_grad(0, c.emit(Op::reciprocal_grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
+  return {};
+}
+
 // clamp_grad reads x (y cannot tell a clamped element from one exactly at a bound) with the forward's bounds.
 Result<void> grad_clamp(GradContext& c) {
   if (c.needs(0)) c.set_grad(0, c.emit(Op::clamp_grad, {c.dy(), c.inputs[0]}, c.attrs, c.name(0)));

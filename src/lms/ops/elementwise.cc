@@ -1,6 +1,6 @@
-// Elementwise ops: relu, gelu (exact or tanh-approximated), sigmoid, tanh, clamp, add and mul (with NumPy
-// broadcasting), scale by a constant, bias_add along an axis. All are recomputable: cheap, pure, and their
-// inputs are usually small to keep.
+// Elementwise ops: relu, gelu (exact or tanh-approximated), sigmoid, tanh, clamp, sqrt, reciprocal, add and
+// mul (with NumPy broadcasting), scale by a constant, bias_add along an axis. All are recomputable: cheap, pure,
+// and their inputs are usually small to keep.
 #include <algorithm>
 
 #include "lms/autodiff/rules.h"
@@ -61,6 +61,7 @@ constexpr double kArithmeticFlopsPerElement = 1;
 constexpr double kGeluFlopsPerElement = 8;
 constexpr double kSigmoidFlopsPerElement = 4;
 constexpr double kTanhFlopsPerElement = 6;
+constexpr double kSqrtFlopsPerElement = 4;  // sqrt and reciprocal: a divide's worth
 template <double FlopsPerElement>
 Cost cost(const OpCall& c, std::span<const TensorType> o) {
   return elementwise_cost(c, o, FlopsPerElement);
@@ -90,6 +91,10 @@ void define_elementwise_ops(OpTable& t) {
   elementwise(t.define(Op::sigmoid), {"x"}, unary, cost<kSigmoidFlopsPerElement>, autodiff::grad_sigmoid,
               "1 / (1 + exp(-x))");
   elementwise(t.define(Op::tanh), {"x"}, unary, cost<kTanhFlopsPerElement>, autodiff::grad_tanh, "tanh(x)");
+  elementwise(t.define(Op::sqrt), {"x"}, unary, cost<kSqrtFlopsPerElement>, autodiff::grad_sqrt,
+              "sqrt(x); NaN for x < 0");
+  elementwise(t.define(Op::reciprocal), {"x"}, unary, cost<kSqrtFlopsPerElement>, autodiff::grad_reciprocal,
+              "1 / x");
   {
     OpDef& d = t.define(Op::clamp);
     elementwise(d, {"x"}, clamp_shape, cost1, autodiff::grad_clamp, "min(max(x, min), max); NaN stays NaN");

@@ -1,5 +1,5 @@
 // The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, sigmoid_grad,
-// tanh_grad, clamp_grad, softmax_grad,
+// tanh_grad, clamp_grad, sqrt_grad, reciprocal_grad, softmax_grad,
 // embedding_grad, cross_entropy_grad, broadcast_to and sum_to (broadcasting and its inverse), slice_grad, and
 // batch norm's running-statistics update bn_running_update (in place on two `state` values, the only
 // gradient-family op that is not recomputable). Semantics follow PyTorch's autograd (docs/autodiff.md,
@@ -18,7 +18,8 @@ namespace {
 constexpr double kReluGradFlopsPerElement = 1;
 // gelu_grad: Phi(x) (erf) and phi(x) (exp) dominate; with the multiplies, about twice gelu's count.
 constexpr double kGeluGradFlopsPerElement = 16;
-// sigmoid_grad dy*y*(1-y) and tanh_grad dy*(1-y*y): three flops from the forward's output.
+// sigmoid_grad dy*y*(1-y), tanh_grad dy*(1-y*y), sqrt_grad dy/(2y), reciprocal_grad -dy*y*y: about three
+// flops from the forward's output.
 constexpr double kSigmoidTanhGradFlopsPerElement = 3;
 // softmax_grad: dy*y, its row sum, the subtraction and the final multiply.
 constexpr double kSoftmaxGradFlopsPerElement = 4;
@@ -203,6 +204,16 @@ void define_grad_tensor_ops(OpTable& t) {
   }
   {
     OpDef& d = grad_op(t.define(Op::tanh_grad), {"dy", "y"}, "gradient of tanh from its output: dy * (1 - y*y)");
+    d.shape = same_type_pair;
+    d.cost = per_output_cost<kSigmoidTanhGradFlopsPerElement>;
+  }
+  {
+    OpDef& d = grad_op(t.define(Op::sqrt_grad), {"dy", "y"}, "gradient of sqrt from its output: dy / (2 y)");
+    d.shape = same_type_pair;
+    d.cost = per_output_cost<kSigmoidTanhGradFlopsPerElement>;
+  }
+  {
+    OpDef& d = grad_op(t.define(Op::reciprocal_grad), {"dy", "y"}, "gradient of 1/x from its output: -dy * y * y");
     d.shape = same_type_pair;
     d.cost = per_output_cost<kSigmoidTanhGradFlopsPerElement>;
   }

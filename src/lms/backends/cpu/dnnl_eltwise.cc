@@ -1,12 +1,13 @@
 // oneDNN elementwise ops for the cpu backend (dnnl_util.h): relu, gelu (eltwise_gelu_erf, or eltwise_gelu_tanh
-// for approximate = "tanh"), sigmoid (eltwise_logistic), tanh and clamp (eltwise_clip_v2: gradient only strictly
-// inside the bounds), and their gradients (relu_grad, sigmoid_grad and tanh_grad read y: the use_dst_for_bwd
-// algorithms, so relu_grad is dy where y > 0; gelu_grad and clamp_grad read x),
+// for approximate = "tanh"), sigmoid (eltwise_logistic), tanh, sqrt and clamp (eltwise_clip_v2: gradient only
+// strictly inside the bounds), and their gradients (relu_grad, sigmoid_grad, tanh_grad and sqrt_grad read y: the
+// use_dst_for_bwd algorithms, so relu_grad is dy where y > 0; gelu_grad and clamp_grad read x),
 // add and mul with NumPy broadcasting and bias_add (binary, the broadcast operand as src1 with size-1
 // dimensions), softmax and softmax_grad along any axis, and causal softmax as an own loop (oneDNN has no masked
 // softmax). Unary ops see their tensors as one flat f32 vector.
-// Declined (reference kernel): non-f32, empty tensors, and add/mul where neither operand has the output's
-// shape (both broadcast: oneDNN's binary only broadcasts src1).
+// Declined (reference kernel): reciprocal and its gradient (oneDNN's pow backward reads x, the IR's grad y),
+// non-f32, empty tensors, and add/mul where neither operand has the output's shape (both broadcast: oneDNN's
+// binary only broadcasts src1).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -179,6 +180,7 @@ Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call) {
     case Op::gelu: return eltwise_forward(ctx, call, gelu_algorithm(call));
     case Op::sigmoid: return eltwise_forward(ctx, call, algorithm::eltwise_logistic);
     case Op::tanh: return eltwise_forward(ctx, call, algorithm::eltwise_tanh);
+    case Op::sqrt: return eltwise_forward(ctx, call, algorithm::eltwise_sqrt);
     case Op::clamp: return eltwise_forward(ctx, call, algorithm::eltwise_clip_v2, bound(call, "min"), bound(call, "max"));
     case Op::relu_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
@@ -192,6 +194,9 @@ Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call) {
     case Op::tanh_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
       return eltwise_backward(ctx, call, algorithm::eltwise_tanh_use_dst_for_bwd, DNNL_ARG_DST);
+    case Op::sqrt_grad:
+      if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
+      return eltwise_backward(ctx, call, algorithm::eltwise_sqrt_use_dst_for_bwd, DNNL_ARG_DST);
     case Op::clamp_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
       return eltwise_backward(ctx, call, algorithm::eltwise_clip_v2, DNNL_ARG_SRC, bound(call, "min"),

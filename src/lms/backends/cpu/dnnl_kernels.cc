@@ -200,11 +200,13 @@ Result<KernelPtr> (*builder_of(Op op))(DnnlContext&, const KernelCall&) {
     case Op::sigmoid:
     case Op::tanh:
     case Op::clamp:
+    case Op::sqrt:
     case Op::relu_grad:
     case Op::gelu_grad:
     case Op::sigmoid_grad:
     case Op::tanh_grad:
     case Op::clamp_grad:
+    case Op::sqrt_grad:
     case Op::add:
     case Op::mul:
     case Op::bias_add:

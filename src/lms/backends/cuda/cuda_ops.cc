@@ -585,6 +585,8 @@ bool is_own_op(Op op) {
     case Op::sigmoid:
     case Op::tanh:
     case Op::clamp:
+    case Op::sqrt:
+    case Op::reciprocal:
     case Op::add:
     case Op::mul:
     case Op::scale:
@@ -607,6 +609,8 @@ bool is_own_op(Op op) {
     case Op::sigmoid_grad:
     case Op::tanh_grad:
     case Op::clamp_grad:
+    case Op::sqrt_grad:
+    case Op::reciprocal_grad:
     case Op::layer_norm:
     case Op::layer_norm_grad:
     case Op::softmax_grad:
@@ -659,6 +663,8 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::gelu: return unary(a, l, tanh_approximated(a) ? UnaryKind::gelu_tanh : UnaryKind::gelu);
       case Op::sigmoid: return unary(a, l, UnaryKind::sigmoid);
       case Op::tanh: return unary(a, l, UnaryKind::tanh);
+      case Op::sqrt: return unary(a, l, UnaryKind::sqrt);
+      case Op::reciprocal: return unary(a, l, UnaryKind::reciprocal);
       case Op::clamp: return unary(a, l, UnaryKind::clamp, clamp_bounds(a).first, clamp_bounds(a).second);
       case Op::scale: return unary(a, l, UnaryKind::scale, a.c.f("factor"));
       case Op::add: return broadcast_binary(a, l, BinaryKind::add);
@@ -668,6 +674,8 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::gelu_grad: return activation_grad(a, l, tanh_approximated(a) ? GradKind::gelu_tanh : GradKind::gelu);
       case Op::sigmoid_grad: return activation_grad(a, l, GradKind::sigmoid);
       case Op::tanh_grad: return activation_grad(a, l, GradKind::tanh);
+      case Op::sqrt_grad: return activation_grad(a, l, GradKind::sqrt);
+      case Op::reciprocal_grad: return activation_grad(a, l, GradKind::reciprocal);
       case Op::clamp_grad:
         return activation_grad(a, l, GradKind::clamp, clamp_bounds(a).first, clamp_bounds(a).second);
       case Op::global_avg_pool: return global_avg_pool(a, l);

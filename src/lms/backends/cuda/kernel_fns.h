@@ -116,7 +116,7 @@ struct Fill {
   LMS_HD void operator()(int64_t i) const { y[i] = value; }
 };
 
-enum class UnaryKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, clamp, scale };
+enum class UnaryKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, clamp, sqrt, reciprocal, scale };
 // y[i] = f(x[i]); may run in place.
 template <class T>
 struct Unary {
@@ -134,15 +134,17 @@ struct Unary {
       case UnaryKind::sigmoid: r = 1 / (1 + exp(-v)); break;
       case UnaryKind::tanh: r = tanh(v); break;
       case UnaryKind::clamp: r = v != v ? v : clamp(v, p0, p1); break;
+      case UnaryKind::sqrt: r = sqrt(v); break;
+      case UnaryKind::reciprocal: r = 1 / v; break;
       case UnaryKind::scale: r = v * p0; break;
     }
     y[i] = static_cast<T>(r);
   }
 };
 
-enum class GradKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, clamp };
-// dx[i] = dy[i] * f'(at[i]) for same-shaped operands (relu_grad, sigmoid_grad and tanh_grad read y; gelu_grad
-// and clamp_grad read x).
+enum class GradKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, clamp, sqrt, reciprocal };
+// dx[i] = dy[i] * f'(at[i]) for same-shaped operands (relu_grad, sigmoid_grad, tanh_grad, sqrt_grad and
+// reciprocal_grad read y; gelu_grad and clamp_grad read x).
 template <class T>
 struct ActivationGrad {
   const T* dy;
@@ -160,6 +162,8 @@ struct ActivationGrad {
       case GradKind::sigmoid: r = d * v * (1 - v); break;
       case GradKind::tanh: r = d * (1 - v * v); break;
       case GradKind::clamp: r = lo < v && v < hi ? d : 0; break;
+      case GradKind::sqrt: r = d / (2 * v); break;
+      case GradKind::reciprocal: r = -d * v * v; break;
     }
     dx[i] = static_cast<T>(r);
   }

@@ -1,8 +1,9 @@
 // Reference elementwise ops: relu, gelu (exact erf form or PyTorch's tanh approximation), sigmoid, tanh, clamp,
-// add and mul (NumPy broadcasting), scale, bias_add, and the activation gradients relu_grad (dy where y > 0),
-// gelu_grad (dy * (Phi(x) + x*phi(x)), or the tanh form's derivative), sigmoid_grad (dy*y*(1-y)), tanh_grad
-// (dy*(1-y*y)) and clamp_grad (dy where min < x < max). Each element is computed in double from its operands and rounded once. Unary ops may run in
-// place.
+// sqrt, reciprocal, add and mul (NumPy broadcasting), scale, bias_add, and the activation gradients relu_grad
+// (dy where y > 0), gelu_grad (dy * (Phi(x) + x*phi(x)), or the tanh form's derivative), sigmoid_grad
+// (dy*y*(1-y)), tanh_grad (dy*(1-y*y)), clamp_grad (dy where min < x < max), sqrt_grad (dy/(2y)) and
+// reciprocal_grad (-dy*y*y). Each element is computed in double from its operands and rounded once. Unary ops
+// may run in place.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -105,6 +106,14 @@ Result<void> tanh(const Args& a) {
   return unary(a, [](Acc x) { return std::tanh(x); });
 }
 
+Result<void> sqrt(const Args& a) {
+  return unary(a, [](Acc x) { return std::sqrt(x); });
+}
+
+Result<void> reciprocal(const Args& a) {
+  return unary(a, [](Acc x) { return 1 / x; });
+}
+
 Result<void> clamp(const Args& a) {
   const Acc lo = a.c.f("min"), hi = a.c.f("max");
   return unary(a, [lo, hi](Acc x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); });
@@ -154,6 +163,14 @@ Result<void> gelu_grad(const Args& a) {
 
 Result<void> sigmoid_grad(const Args& a) {
   return pointwise2(a, [](Acc dy, Acc y) { return dy * y * (1 - y); });
+}
+
+Result<void> sqrt_grad(const Args& a) {
+  return pointwise2(a, [](Acc dy, Acc y) { return dy / (2 * y); });
+}
+
+Result<void> reciprocal_grad(const Args& a) {
+  return pointwise2(a, [](Acc dy, Acc y) { return -dy * y * y; });
 }
 
 Result<void> clamp_grad(const Args& a) {

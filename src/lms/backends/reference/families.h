@@ -25,6 +25,8 @@ Result<void> gelu(const Args& a);
 Result<void> sigmoid(const Args& a);
 Result<void> tanh(const Args& a);
 Result<void> clamp(const Args& a);
+Result<void> sqrt(const Args& a);
+Result<void> reciprocal(const Args& a);
 Result<void> add(const Args& a);
 Result<void> mul(const Args& a);
 Result<void> scale(const Args& a);
@@ -34,6 +36,8 @@ Result<void> gelu_grad(const Args& a);
 Result<void> sigmoid_grad(const Args& a);
 Result<void> tanh_grad(const Args& a);
 Result<void> clamp_grad(const Args& a);
+Result<void> sqrt_grad(const Args& a);
+Result<void> reciprocal_grad(const Args& a);
 
 // reduce.cc
 Result<void> mean(const Args& a);

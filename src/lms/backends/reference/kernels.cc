@@ -71,6 +71,8 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::sigmoid: return r::sigmoid(a);
     case Op::tanh: return r::tanh(a);
     case Op::clamp: return r::clamp(a);
+    case Op::sqrt: return r::sqrt(a);
+    case Op::reciprocal: return r::reciprocal(a);
     case Op::add: return r::add(a);
     case Op::mul: return r::mul(a);
     case Op::scale: return r::scale(a);
@@ -104,6 +106,8 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::sigmoid_grad: return r::sigmoid_grad(a);
     case Op::tanh_grad: return r::tanh_grad(a);
     case Op::clamp_grad: return r::clamp_grad(a);
+    case Op::sqrt_grad: return r::sqrt_grad(a);
+    case Op::reciprocal_grad: return r::reciprocal_grad(a);
     case Op::batch_norm_grad: return r::batch_norm_grad(a);
     case Op::layer_norm_grad: return r::layer_norm_grad(a);
     case Op::max_pool_grad: return r::max_pool_grad(a);
