@@ -232,7 +232,7 @@ void compare_onnx_with_torch(const std::string& name, int64_t batch) {
   EXPECT_EQ(params, static_cast<int>(std::ranges::count_if(*fx, [](const auto& e) {
               return e.first.starts_with(kGradPrefix);
             })));
-  if (!name.starts_with("onnx_gpt")) {
+  if (name != "onnx_rms" && !name.starts_with("onnx_gpt")) {
     EXPECT_GT(stats, 0) << name << ": batch norm statistics should come with the weights";
   }
   compare_with_torch(imported->forward, name + ".npz", DType::f32);
@@ -247,6 +247,8 @@ TEST(TorchOnnxFixtureTest, GptImportMatchesPyTorch) { compare_onnx_with_torch("o
 TEST(TorchOnnxFixtureTest, Gpt2Opset14ImportMatchesPyTorch) { compare_onnx_with_torch("onnx_gpt2", 2); }
 // SiLU (x * Sigmoid(x)) and Tanh in a CNN.
 TEST(TorchOnnxFixtureTest, ActivationsImportMatchesPyTorch) { compare_onnx_with_torch("onnx_act", 4); }
+// LLaMA-style RMSNorm (Pow, Sqrt, Div(1, .)) and a SwiGLU MLP, and a division by data.
+TEST(TorchOnnxFixtureTest, RmsNormImportMatchesPyTorch) { compare_onnx_with_torch("onnx_rms", 4); }
 #else
 TEST(TorchOnnxFixtureTest, ReadingOnnxFilesIsAClearErrorInThisBuild) {
   auto model = read_onnx(kFixtures + "onnx_cnn.onnx");

@@ -63,7 +63,13 @@ Result<void> Importer::batch_norm(const OnnxNode& n) {
 
 Result<void> Importer::unary(const OnnxNode& n) {
   const std::string& t = n.op_type;
-  const Op op = t == "Gelu" ? Op::gelu : t == "Sigmoid" ? Op::sigmoid : t == "Tanh" ? Op::tanh : Op::relu;
+  if (t == "Neg") return define(n, b_.op(Op::scale, {LMS_TRY(data(n, 0))}, attrs({{"factor", -1.0}}), out_name(n)));
+  const Op op = t == "Gelu"         ? Op::gelu
+                : t == "Sigmoid"    ? Op::sigmoid
+                : t == "Tanh"       ? Op::tanh
+                : t == "Sqrt"       ? Op::sqrt
+                : t == "Reciprocal" ? Op::reciprocal
+                                    : Op::relu;
   Attributes a;
   if (op == Op::gelu) {
     const std::string approximate = string_attr(n, "approximate", "none");
@@ -72,6 +78,27 @@ Result<void> Importer::unary(const OnnxNode& n) {
     if (approximate == "tanh") a = attrs({{"approximate", approximate}});
   }
   return define(n, b_.op(op, {LMS_TRY(data(n, 0))}, std::move(a), out_name(n)));
+}
+
+// Pow by a constant exponent with an exact spelling in LMS ops: 1 (the identity), 2 and 3 (products; Pow
+// rounds once where the products round at each step), 0.5 (sqrt), -1 (reciprocal), -0.5 (both).
+Result<void> Importer::power(const OnnxNode& n) {
+  const HostTensor* e = constant(n, 1);
+  if (e == nullptr || e->type.num_elements() != 1) return fail("only a one-element constant exponent is supported");
+  const double p = e->get(0);
+  if (p == 1) {
+    tensors_[n.outputs.at(0)] = LMS_TRY(tensor(n, 0));
+    return {};
+  }
+  if (p != 2 && p != 3 && p != 0.5 && p != -1 && p != -0.5)
+    return fail("exponent {} is not supported (1, 2, 3, 0.5, -1 and -0.5 are)", p);
+  const ValueId x = LMS_TRY(data(n, 0));
+  const std::string name = out_name(n);
+  if (p == 2) return define(n, b_.op(Op::mul, {x, x}, {}, name));
+  if (p == 3) return define(n, b_.op(Op::mul, {b_.op(Op::mul, {x, x}, {}, name + ".square"), x}, {}, name));
+  if (p == 0.5) return define(n, b_.op(Op::sqrt, {x}, {}, name));
+  if (p == -1) return define(n, b_.op(Op::reciprocal, {x}, {}, name));
+  return define(n, b_.op(Op::reciprocal, {b_.op(Op::sqrt, {x}, {}, name + ".sqrt")}, {}, name));
 }
 
 // Clip's bounds are optional one-element constant inputs from opset 11, attributes before; absent: unbounded.
@@ -184,7 +211,17 @@ Result<void> Importer::binary(const OnnxNode& n) {
       if (shape_of(x).size() < c->type.shape.size()) return fail("a constant factor of higher rank than the data");
       return define(n, b_.op(Op::scale, {x}, attrs({{"factor", f}}), out_name(n)));
     }
-    if (t == "Div") return fail("division by a tensor is not supported (only by a one-element constant)");
+  }
+  // Division by data is a product with its reciprocal (within an ulp of the quotient, not bit for bit); a
+  // one-element constant numerator scales the reciprocal.
+  if (t == "Div") {
+    ValueId inv = b_.op(Op::reciprocal, {LMS_TRY(data(n, 1))}, {}, out_name(n) + ".reciprocal");
+    if (const HostTensor* c = constant(n, 0); c != nullptr && c->type.num_elements() == 1) {
+      if (b_.ok() && shape_of(inv).size() < c->type.shape.size())
+        return fail("a constant numerator of higher rank than the data");
+      return define(n, b_.op(Op::scale, {inv}, attrs({{"factor", c->get(0)}}), out_name(n)));
+    }
+    return define(n, b_.op(Op::mul, {LMS_TRY(data(n, 0)), inv}, {}, out_name(n)));
   }
   ValueId a = LMS_TRY(data(n, 0)), c = LMS_TRY(data(n, 1));
   if (t == "Sub") c = b_.op(Op::scale, {c}, attrs({{"factor", -1.0}}), out_name(n) + ".neg");
@@ -480,9 +517,12 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"MatMul", &Importer::matmul},
       {"MaxPool", &Importer::pool},
       {"Mul", &Importer::binary},
+      {"Neg", &Importer::unary},
       {"Not", &Importer::fold},
       {"Pad", &Importer::pad},
+      {"Pow", &Importer::power},
       {"Range", &Importer::fold},
+      {"Reciprocal", &Importer::unary},
       {"ReduceMean", &Importer::reduce_mean},
       {"Relu", &Importer::unary},
       {"Reshape", &Importer::reshape_like},
@@ -491,6 +531,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"Slice", &Importer::slice},
       {"Softmax", &Importer::softmax},
       {"Split", &Importer::split},
+      {"Sqrt", &Importer::unary},
       {"Squeeze", &Importer::reshape_like},
       {"Sub", &Importer::binary},
       {"Tanh", &Importer::unary},

@@ -198,6 +198,7 @@ class Importer {
   Result<void> batch_norm(const OnnxNode& n);
   Result<void> unary(const OnnxNode& n);
   Result<void> clip(const OnnxNode& n);
+  Result<void> power(const OnnxNode& n);
   Result<void> hard_activation(const OnnxNode& n);  // HardSigmoid, HardSwish
   Result<void> pad(const OnnxNode& n);
   Result<void> binary(const OnnxNode& n);
