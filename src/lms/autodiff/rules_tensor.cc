@@ -31,10 +31,16 @@ IntList swap_last_two(int rank) {
 
 }  // namespace
 
-Result<void> grad_relu(GradContext& c) {
-  if (c.needs(0)) c.set_grad(0, c.emit(Op::relu_grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
+namespace {
+// dx = `grad`(dy, y) for a unary op whose derivative is a function of its output: relu (y > 0), sigmoid
+// (y(1-y)), tanh (1-y^2), sqrt (1/(2y)) and reciprocal (-y^2).
+Result<void> grad_from_output(GradContext& c, Op grad) {
+  if (c.needs(0)) c.set_grad(0, c.emit(grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
   return {};
 }
+}  // namespace
+
+Result<void> grad_relu(GradContext& c) { return grad_from_output(c, Op::relu_grad); }
 
 // gelu_grad carries the forward's approximation only when it is not the default, as the forward does.
 Result<void> grad_gelu(GradContext& c) {
@@ -45,27 +51,10 @@ Result<void> grad_gelu(GradContext& c) {
   return {};
 }
 
-// sigmoid and tanh have derivatives in their outputs: y(1-y) and 1-y^2.
-Result<void> grad_sigmoid(GradContext& c) {
-  if (c.needs(0)) c.set_grad(0, c.emit(Op::sigmoid_grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
-  return {};
-}
-
-Result<void> grad_tanh(GradContext& c) {
-  if (c.needs(0)) c.set_grad(0, c.emit(Op::tanh_grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
-  return {};
-}
-
-// sqrt and reciprocal, too, have derivatives in their outputs: 1/(2y) and -y^2.
-Result<void> grad_sqrt(GradContext& c) {
-  if (c.needs(0)) c.set_grad(0, c.emit(Op::sqrt_grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
-  return {};
-}
-
-Result<void> grad_reciprocal(GradContext& c) {
-  if (c.needs(0)) c.set_grad(0, c.emit(Op::reciprocal_grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
-  return {};
-}
+Result<void> grad_sigmoid(GradContext& c) { return grad_from_output(c, Op::sigmoid_grad); }
+Result<void> grad_tanh(GradContext& c) { return grad_from_output(c, Op::tanh_grad); }
+Result<void> grad_sqrt(GradContext& c) { return grad_from_output(c, Op::sqrt_grad); }
+Result<void> grad_reciprocal(GradContext& c) { return grad_from_output(c, Op::reciprocal_grad); }
 
 // clamp_grad reads x (y cannot tell a clamped element from one exactly at a bound) with the forward's bounds.
 Result<void> grad_clamp(GradContext& c) {
