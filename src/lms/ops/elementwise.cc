@@ -61,7 +61,7 @@ constexpr double kArithmeticFlopsPerElement = 1;
 constexpr double kGeluFlopsPerElement = 8;
 constexpr double kSigmoidFlopsPerElement = 4;
 constexpr double kTanhFlopsPerElement = 6;
-constexpr double kSqrtFlopsPerElement = 4;  // sqrt and reciprocal: a divide's worth
+constexpr double kDivideFlopsPerElement = 4;  // sqrt and reciprocal: a divide's worth
 template <double FlopsPerElement>
 Cost cost(const OpCall& c, std::span<const TensorType> o) {
   return elementwise_cost(c, o, FlopsPerElement);
@@ -91,9 +91,9 @@ void define_elementwise_ops(OpTable& t) {
   elementwise(t.define(Op::sigmoid), {"x"}, unary, cost<kSigmoidFlopsPerElement>, autodiff::grad_sigmoid,
               "1 / (1 + exp(-x))");
   elementwise(t.define(Op::tanh), {"x"}, unary, cost<kTanhFlopsPerElement>, autodiff::grad_tanh, "tanh(x)");
-  elementwise(t.define(Op::sqrt), {"x"}, unary, cost<kSqrtFlopsPerElement>, autodiff::grad_sqrt,
+  elementwise(t.define(Op::sqrt), {"x"}, unary, cost<kDivideFlopsPerElement>, autodiff::grad_sqrt,
               "sqrt(x); NaN for x < 0");
-  elementwise(t.define(Op::reciprocal), {"x"}, unary, cost<kSqrtFlopsPerElement>, autodiff::grad_reciprocal,
+  elementwise(t.define(Op::reciprocal), {"x"}, unary, cost<kDivideFlopsPerElement>, autodiff::grad_reciprocal,
               "1 / x");
   {
     OpDef& d = t.define(Op::clamp);

@@ -20,7 +20,7 @@ constexpr double kReluGradFlopsPerElement = 1;
 constexpr double kGeluGradFlopsPerElement = 16;
 // sigmoid_grad dy*y*(1-y), tanh_grad dy*(1-y*y), sqrt_grad dy/(2y), reciprocal_grad -dy*y*y: about three
 // flops from the forward's output.
-constexpr double kSigmoidTanhGradFlopsPerElement = 3;
+constexpr double kFromOutputGradFlopsPerElement = 3;
 // softmax_grad: dy*y, its row sum, the subtraction and the final multiply.
 constexpr double kSoftmaxGradFlopsPerElement = 4;
 // cross_entropy_grad per logit: the row max, exp, row sum, divide, subtract the one-hot, scale.
@@ -200,22 +200,22 @@ void define_grad_tensor_ops(OpTable& t) {
     OpDef& d =
         grad_op(t.define(Op::sigmoid_grad), {"dy", "y"}, "gradient of sigmoid from its output: dy * y * (1 - y)");
     d.shape = same_type_pair;
-    d.cost = per_output_cost<kSigmoidTanhGradFlopsPerElement>;
+    d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
   }
   {
     OpDef& d = grad_op(t.define(Op::tanh_grad), {"dy", "y"}, "gradient of tanh from its output: dy * (1 - y*y)");
     d.shape = same_type_pair;
-    d.cost = per_output_cost<kSigmoidTanhGradFlopsPerElement>;
+    d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
   }
   {
     OpDef& d = grad_op(t.define(Op::sqrt_grad), {"dy", "y"}, "gradient of sqrt from its output: dy / (2 y)");
     d.shape = same_type_pair;
-    d.cost = per_output_cost<kSigmoidTanhGradFlopsPerElement>;
+    d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
   }
   {
     OpDef& d = grad_op(t.define(Op::reciprocal_grad), {"dy", "y"}, "gradient of 1/x from its output: -dy * y * y");
     d.shape = same_type_pair;
-    d.cost = per_output_cost<kSigmoidTanhGradFlopsPerElement>;
+    d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
   }
   {
     OpDef& d = grad_op(t.define(Op::clamp_grad), {"dy", "x"},
