@@ -17,19 +17,9 @@
 #include <string_view>
 #include <utility>
 
+#include "lms/support/counter_hash.h"
+
 namespace lms {
-
-// splitmix64's constants (Steele, Lea, Flood: "Fast splittable pseudorandom number generators", 2014).
-inline constexpr uint64_t kSplitMixGamma = 0x9e3779b97f4a7c15ull;
-inline constexpr uint64_t kSplitMixMul1 = 0xbf58476d1ce4e5b9ull;
-inline constexpr uint64_t kSplitMixMul2 = 0x94d049bb133111ebull;
-
-// splitmix64's finalizer: a bijection of 64-bit words with good avalanche.
-inline constexpr uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * kSplitMixMul1;
-  z = (z ^ (z >> 27)) * kSplitMixMul2;
-  return z ^ (z >> 31);
-}
 
 // 64-bit FNV-1a of a string: a stable hash of names (std::hash is not stable across libraries).
 inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
@@ -41,12 +31,6 @@ inline constexpr uint64_t fnv1a64(std::string_view s) {
     h *= kFnvPrime;
   }
   return h;
-}
-
-// Derives a child key from a parent key and a label (a value-name hash, an epoch, a split...). Mixing before
-// and after keeps keys that differ in one bit, or labels 0 and 1, unrelated.
-inline constexpr uint64_t derive_key(uint64_t parent, uint64_t label) {
-  return mix64(mix64(parent) ^ mix64(label + kSplitMixGamma));
 }
 
 // log(x) for finite x > 0 from basic operations: x = m 2^e with m in [sqrt(1/2), sqrt(2)), and
@@ -98,7 +82,7 @@ class RandomStream {
   constexpr uint64_t key() const { return key_; }
 
   // The counter-th 64-bit word of the stream.
-  constexpr uint64_t bits(uint64_t counter) const { return mix64(key_ + (counter + 1) * kSplitMixGamma); }
+  constexpr uint64_t bits(uint64_t counter) const { return stream_bits(key_, counter); }
 
   // Uniform in [0, 1) with 53 random bits.
   double uniform(uint64_t counter) const { return static_cast<double>(bits(counter) >> kDropBits) * kUnit; }
