@@ -107,6 +107,7 @@ std::vector<Case> cases() {
       {"sqrt", Op::sqrt, {pos({3, 7})}},
       {"reciprocal", Op::reciprocal, {pos({3, 7})}},
       {"clamp", Op::clamp, {f({3, 7})}, A({{"min", Attribute{-0.5}}, {"max", Attribute{0.3}}})},
+      {"dropout", Op::dropout, {f({4, 9}), ids({}, 1000000)}, A({{"p", Attribute{0.4}}, {"seed", I(3)}})},
       {"add same shape", Op::add, {f({4}), f({4})}},
       {"add broadcast", Op::add, {f({2, 3}), f({3})}},
       {"add broadcast both", Op::add, {f({2, 1, 4}), f({3, 1})}},

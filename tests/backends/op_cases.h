@@ -120,6 +120,9 @@ inline const std::vector<OpCase> kCases = {
     {"clamp", Op::clamp, {{4, 33}}, A({{"min", F(-0.5)}, {"max", F(0.25)}})},
     {"clamp_relu6", Op::clamp, {In({4, 33}, DType::f32, -8, 8)}, A({{"min", F(0)}, {"max", F(6)}})},
     {"clamp_max_only", Op::clamp, {{3, 7}}, A({{"max", F(0.1)}})},
+    // Dropout is its own gradient (dropout of dy); the key is an i64[] state in graphs, any i64 scalar here.
+    {"dropout", Op::dropout, {{4, 33}, Ids({}, int64_t{1} << 40, DType::i64)}, A({{"p", F(0.3)}, {"seed", I(7)}}), 0},
+    {"rng_advance", Op::rng_advance, {Ids({}, int64_t{1} << 40, DType::i64)}, {}, 0},
     {"sqrt", Op::sqrt, {In({4, 33}, DType::f32, 0.1, 4)}, {}},
     // reciprocal is the reference kernel on the cpu backend (documented in dnnl_eltwise.cc).
     {"reciprocal", Op::reciprocal, {In({4, 33}, DType::f32, 0.5, 2)}, {}, 0, 0},

@@ -37,9 +37,10 @@ TEST(OpsRegistry, EveryOpIsDefinedAndFindable) {
 TEST(OpsRegistry, TraitsFollowTheFamilies) {
   for (const OpDef& d : all_op_defs()) {
     SCOPED_TRACE(std::string(d.name));
-    // The optimizer updates and batch norm's running-statistics update write persistent values in place.
+    // The optimizer updates, batch norm's running-statistics update and the dropout key's advance write
+    // persistent values in place.
     bool update = d.op == Op::sgd_update || d.op == Op::momentum_update || d.op == Op::adam_update ||
-                  d.op == Op::bn_running_update;
+                  d.op == Op::bn_running_update || d.op == Op::rng_advance;
     EXPECT_EQ(d.traits.in_place, update);
     if (update) {
       EXPECT_TRUE(d.traits.side_effecting);
@@ -51,6 +52,7 @@ TEST(OpsRegistry, TraitsFollowTheFamilies) {
   EXPECT_EQ(op_def(Op::adam_update).aliases, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(op_def(Op::momentum_update).aliases, (std::vector<int>{0, 1}));
   EXPECT_EQ(op_def(Op::sgd_update).aliases, (std::vector<int>{0}));
+  EXPECT_EQ(op_def(Op::rng_advance).aliases, (std::vector<int>{0}));
   EXPECT_TRUE(op_def(Op::concat).variadic);
 }
 
@@ -120,6 +122,9 @@ TEST(ShapeElementwise, NormalAndErrors) {
   EXPECT_TRUE(gives(infer(Op::reciprocal, {f16({3})}), {f16({3})}));
   EXPECT_TRUE(gives(infer(Op::tanh, {f16({4})}), {f16({4})}));
   EXPECT_TRUE(gives(infer(Op::scale, {f32({5})}, A({{"factor", 0.5}})), {f32({5})}));
+  EXPECT_TRUE(gives(infer(Op::dropout, {f16({2, 3}), i64({})}, A({{"p", 0.1}})), {f16({2, 3})}));
+  EXPECT_TRUE(gives(infer(Op::dropout, {f32({2}), i64({})}, A({{"p", 0}})), {f32({2})}));
+  EXPECT_TRUE(gives(infer(Op::rng_advance, {i64({})}), {i64({})}));
   EXPECT_TRUE(gives(infer(Op::add, {f32({8, 1, 6}), f32({7, 1})}), {f32({8, 7, 6})}));
   EXPECT_TRUE(gives(infer(Op::mul, {f32({}), f32({3})}), {f32({3})}));
   EXPECT_TRUE(gives(infer(Op::bias_add, {f32({2, 3, 4}), f32({3})}), {f32({2, 3, 4})}));
@@ -130,6 +135,12 @@ TEST(ShapeElementwise, NormalAndErrors) {
       {Op::clamp, {f32({2})}, A({{"min", 1.0}, {"max", 0.5}}), {"clamp bounds min = 1 and max = 0.5", "min <= max"}},
       {Op::gelu, {f32({2})}, A({{"approximate", std::string("fast")}}), {"gelu", "'approximate' = \"fast\"", "tanh"}},
       {Op::scale, {f32({2})}, {}, {"'scale'", "'factor'"}},
+      {Op::dropout, {f32({2}), i64({})}, A({{"p", 1.0}}), {"dropout p = 1 must be in [0, 1)"}},
+      {Op::dropout, {f32({2}), i64({})}, A({{"p", -0.1}}), {"dropout p = -0.1"}},
+      {Op::dropout, {f32({2}), f32({})}, {}, {"dropout key must be i64[]", "got f32[]"}},
+      {Op::dropout, {f32({2}), i64({2})}, {}, {"dropout key must be i64[]", "got i64[2]"}},
+      {Op::dropout, {i32({2}), i64({})}, {}, {"'dropout'", "floating-point"}},
+      {Op::rng_advance, {i32({})}, {}, {"rng_advance key must be i64[]", "got i32[]"}},
       {Op::add, {f32({2}), f16({2})}, {}, {"'add'", "differ in dtype"}},
       {Op::mul, {f32({2, 3}), f32({4})}, {}, {"'mul'", "cannot broadcast", "3 vs 4"}},
       {Op::bias_add, {f32({2, 3}), f32({3})}, A({{"axis", I(2)}}), {"bias_add axis 2", "out of range"}},

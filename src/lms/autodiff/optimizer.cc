@@ -1,7 +1,9 @@
 // The training graph (see optimizer.h): gradients of every parameter, one in-place update per parameter
-// ordered after the parameter's other readers, and batch norm's running statistics.
+// ordered after the parameter's other readers, batch norm's running statistics, and one rng_advance per
+// dropout key ordered after every dropout that reads it.
 #include "lms/autodiff/optimizer.h"
 
+#include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
@@ -90,6 +92,22 @@ Result<void> add_running_update(Graph& g, NodeId bn) {
   return {};
 }
 
+// Adds "<key>.new" = rng_advance(key) for dropout key `key`, after every node that reads the key (the forward
+// dropouts and their backward twins), so that every one of them sees this step's value.
+Result<void> add_rng_advance(Graph& g, ValueId key) {
+  const NodeId producer = g.value(key).producer;
+  if (g.node(producer).op != Op::state)
+    return fail_at(fmt::format("%{}", g.value(key).name),
+                   "a dropout key must be a state value (persistent, advanced every step), not the output of {}",
+                   g.def(producer).name);
+  const std::vector<ValueId> keys = {key};
+  auto outs = LMS_TRY(autodiff::add_named(g, Category::upd, Op::rng_advance, keys, {}, new_names(g, keys)));
+  const NodeId advance = g.value(outs.front()).producer;
+  for (NodeId reader : std::vector<NodeId>(g.value(key).consumers))
+    if (reader != advance) g.add_control_input(advance, reader);
+  return {};
+}
+
 }  // namespace
 
 std::string_view optimizer_name(OptimizerKind k) { return kOptimizerNames[static_cast<size_t>(k)]; }
@@ -143,6 +161,11 @@ Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& 
     }
   if (opts.bn_running_stats)
     for (NodeId bn : batch_norms) LMS_TRY_VOID(add_running_update(g, bn));
+  std::vector<ValueId> keys;  // in order of first use
+  for (NodeId n : g.node_ids())
+    if (g.node(n).op == Op::dropout && std::ranges::find(keys, g.node(n).inputs[1]) == keys.end())
+      keys.push_back(g.node(n).inputs[1]);
+  for (ValueId key : keys) LMS_TRY_VOID(add_rng_advance(g, key));
   g.set_outputs({loss});
   if (opts.argmax_pool) LMS_TRY(use_pool_argmax(g));  // renumbers nodes and values
   if (auto v = verify(g); !v) return wrap("training graph: internal: it does not verify", v.error());

@@ -24,6 +24,7 @@ Result<void> grad_gelu(GradContext& c);
 Result<void> grad_sigmoid(GradContext& c);
 Result<void> grad_tanh(GradContext& c);
 Result<void> grad_clamp(GradContext& c);
+Result<void> grad_dropout(GradContext& c);
 Result<void> grad_sqrt(GradContext& c);
 Result<void> grad_reciprocal(GradContext& c);
 Result<void> grad_add(GradContext& c);

@@ -62,6 +62,13 @@ Result<void> grad_clamp(GradContext& c) {
   return {};
 }
 
+// dropout's gradient is dropout of dy with the same key, p and seed: the same mask, regenerated, and the same
+// scale. Nothing of the forward is kept for it (the key is persistent state).
+Result<void> grad_dropout(GradContext& c) {
+  if (c.needs(0)) c.set_grad(0, c.emit(Op::dropout, {c.dy(), c.inputs[1]}, c.attrs, c.name(0)));
+  return {};
+}
+
 Result<void> grad_add(GradContext& c) {
   for (size_t i = 0; i < 2; ++i)
     if (c.needs(i)) c.set_grad(i, reduce_to_input(c, i, c.dy()));

@@ -1,6 +1,7 @@
-// Elementwise ops: relu, gelu (exact or tanh-approximated), sigmoid, tanh, clamp, sqrt, reciprocal, add and
-// mul (with NumPy broadcasting), scale by a constant, bias_add along an axis. All are recomputable: cheap, pure,
-// and their inputs are usually small to keep.
+// Elementwise ops: relu, gelu (exact or tanh-approximated), sigmoid, tanh, clamp, sqrt, reciprocal, dropout,
+// add and mul (with NumPy broadcasting), scale by a constant, bias_add along an axis. All are recomputable:
+// cheap, pure, and their inputs are usually small to keep. Dropout is pure too: its mask is a function of its
+// key input, a state value the training graph advances once per step (ops/dropout_mask.h).
 #include <algorithm>
 
 #include "lms/autodiff/rules.h"
@@ -50,6 +51,15 @@ Result<std::vector<TensorType>> clamp_shape(const OpCall& c) {
   return unary(c);
 }
 
+// dropout: p in [0, 1) (p = 1 would scale by infinity) and the key an i64 scalar.
+Result<std::vector<TensorType>> dropout_shape(const OpCall& c) {
+  const double p = c.f("p");
+  if (!(p >= 0 && p < 1)) return fail("dropout p = {} must be in [0, 1)", p);
+  if (c.inputs[1] != TensorType{DType::i64, {}})
+    return fail("dropout key must be i64[] (a state value advanced every step), got {}", to_string(c.inputs[1]));
+  return unary(c);
+}
+
 Result<std::vector<TensorType>> gelu_shape(const OpCall& c) {
   LMS_TRY_VOID(gelu_approximation(c));
   return unary(c);
@@ -95,6 +105,14 @@ void define_elementwise_ops(OpTable& t) {
               "sqrt(x); NaN for x < 0");
   elementwise(t.define(Op::reciprocal), {"x"}, unary, cost<kDivideFlopsPerElement>, autodiff::grad_reciprocal,
               "1 / x");
+  {
+    OpDef& d = t.define(Op::dropout);
+    elementwise(d, {"x", "key"}, dropout_shape, cost1, autodiff::grad_dropout,
+                "x * (kept ? 1/(1-p) : 0), the mask drawn from (key, seed, element); docs/ops.md");
+    d.attrs = {{"p", AttrKind::Float, Attribute{0.5}, "the probability of dropping an element, in [0, 1)"},
+               {"seed", AttrKind::Int, Attribute{int64_t{0}},
+                "distinguishes the dropouts of one graph: each draws its own mask from the shared key"}};
+  }
   {
     OpDef& d = t.define(Op::clamp);
     elementwise(d, {"x"}, clamp_shape, cost1, autodiff::grad_clamp, "min(max(x, min), max); NaN stays NaN");

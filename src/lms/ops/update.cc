@@ -1,5 +1,6 @@
 // Optimizer updates with torch.optim semantics, applied in place to a parameter and its state: sgd_update
-// (w, g), momentum_update (w, v, g) and adam_update (w, m, v, t, g) with t a per-parameter f32[] step count.
+// (w, g), momentum_update (w, v, g) and adam_update (w, m, v, t, g) with t a per-parameter f32[] step count;
+// and rng_advance (key), which moves a dropout key (an i64[] state) to the next step's masks.
 // Weight decay is L2 added to the gradient (g + wd*w), as torch.optim.SGD and torch.optim.Adam do, not
 // AdamW's decoupled decay. These are the IR's only mutations: each output aliases the input it overwrites
 // (`OpDef::aliases`), and the ops are side-effecting, so they run although nothing reads their outputs.
@@ -79,6 +80,16 @@ Result<std::vector<TensorType>> adam_shape(const OpCall& c) {
   return check_tensors(c, /*step=*/3);
 }
 
+Result<std::vector<TensorType>> rng_advance_shape(const OpCall& c) {
+  if (c.inputs[0] != TensorType{DType::i64, {}})
+    return fail("rng_advance key must be i64[], got {}", to_string(c.inputs[0]));
+  return std::vector<TensorType>{c.inputs[0]};
+}
+
+Cost rng_advance_cost(const OpCall& c, std::span<const TensorType> outs) {
+  return Cost{0, total_bytes(c.inputs), total_bytes(outs)};
+}
+
 template <const double& FlopsPerElement>
 Cost update_cost(const OpCall& c, std::span<const TensorType> outs) {
   return Cost{FlopsPerElement * static_cast<double>(c.inputs[0].num_elements()), total_bytes(c.inputs),
@@ -135,6 +146,12 @@ void define_update_ops(OpTable& t) {
     };
     d.shape = adam_shape;
     d.cost = update_cost<kAdamFlopsPerElement>;
+  }
+  {
+    OpDef& d = update(t.define(Op::rng_advance), {"key"}, {"key_new"}, {0},
+                      "key += 1 (wrapping): every dropout reading the key draws new masks next step");
+    d.shape = rng_advance_shape;
+    d.cost = rng_advance_cost;
   }
 }
 

@@ -35,6 +35,7 @@ Result<InitSpec> parse_init(std::string_view text) {
   if (text == "he") return InitSpec{K::he, 0};
   if (text == "zeros") return InitSpec{K::zeros, 0};
   if (text == "ones") return InitSpec{K::ones, 0};
+  if (text == "bits") return InitSpec{K::bits, 0};
   for (auto [name, kind] : {std::pair{std::string_view("normal"), K::normal}, {std::string_view("uniform"), K::uniform}}) {
     auto arg = call_argument(text, name);
     if (!arg) continue;
@@ -46,7 +47,7 @@ Result<InitSpec> parse_init(std::string_view text) {
     if (!std::isfinite(v) || v < 0) return fail("init '{}': the scale must be finite and >= 0", text);
     return InitSpec{kind, v};
   }
-  return fail("unknown init '{}' (known: he, zeros, ones, normal(S), uniform(B))", text);
+  return fail("unknown init '{}' (known: he, zeros, ones, bits, normal(S), uniform(B))", text);
 }
 
 Result<HostTensor> make_initial_value(const TensorType& type, const InitSpec& spec, std::string_view name,
@@ -59,9 +60,15 @@ Result<HostTensor> make_initial_value(const TensorType& type, const InitSpec& sp
     for (int64_t i = 0; i < n; ++i) t.set(i, 1.0);
     return t;
   }
+  const RandomStream stream(derive_key(seed, fnv1a64(name)));
+  if (spec.kind == K::bits) {
+    if (type.dtype != DType::i64)
+      return fail_at(std::string(name), "init 'bits' needs an i64 value, got {}", to_string(type));
+    for (int64_t i = 0; i < n; ++i) t.as<int64_t>()[static_cast<size_t>(i)] = static_cast<int64_t>(stream.bits(i));
+    return t;
+  }
   if (!is_float(type.dtype))
     return fail_at(std::string(name), "a random init needs a floating-point value, got {}", to_string(type));
-  const RandomStream stream(derive_key(seed, fnv1a64(name)));
   if (spec.kind == K::uniform) {
     for (int64_t i = 0; i < n; ++i) t.set(i, spec.scale * (2 * stream.uniform(static_cast<uint64_t>(i)) - 1));
     return t;

@@ -1,6 +1,7 @@
 // Initial values of parameters and state, from each value's `init` attribute (docs/models.md, "Initializers"):
 // "he" (Kaiming normal, fan-in mode), "zeros", "ones", "normal(S)" (mean 0, std S) and "uniform(B)" (on
-// [-B, B]); an empty init means "he" for a parameter of rank >= 2 and "zeros" otherwise.
+// [-B, B]), and "bits" (random 64-bit words, for i64 values: dropout keys); an empty init means "he" for a
+// parameter of rank >= 2 and "zeros" otherwise.
 //
 // Deterministic and independent of graph order: a value's numbers come from a counter-based stream keyed by
 // (seed, FNV-1a of the value's name) (support/random.h), so adding, removing or reordering layers leaves every
@@ -20,17 +21,17 @@
 namespace lms {
 
 struct InitSpec {
-  enum class Kind { he, zeros, ones, normal, uniform };
+  enum class Kind { he, zeros, ones, normal, uniform, bits };
   Kind kind = Kind::zeros;
   double scale = 0;  // normal: the standard deviation; uniform: the bound; unused otherwise
 };
 
-// Parses an init string ("he", "zeros", "ones", "normal(0.02)", "uniform(0.1)"); the empty string is resolved
+// Parses an init string ("he", "zeros", "ones", "bits", "normal(0.02)", "uniform(0.1)"); the empty string is resolved
 // by the caller (it depends on the value). Errors: unknown names, malformed, negative or non-finite scales.
 Result<InitSpec> parse_init(std::string_view text);
 
-// Fills a tensor of `type` per `spec`, drawing from the stream keyed by (seed, name). Errors: "he" on a value
-// of rank < 2 (no fan-in) and random inits on integer dtypes. `name` also labels errors.
+// Fills a tensor of `type` per `spec`, drawing from the stream keyed by (seed, name). Errors: "he" on a value of rank <
+// 2 (no fan-in), random float inits on integer dtypes, and "bits" on anything but i64. `name` also labels errors.
 Result<HostTensor> make_initial_value(const TensorType& type, const InitSpec& spec, std::string_view name,
                                       uint64_t seed);
 

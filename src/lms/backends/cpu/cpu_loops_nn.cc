@@ -1,12 +1,13 @@
 // Own loops for the cpu backend (dnnl_util.h), the network-level ops oneDNN has no primitive for:
 // cross_entropy and cross_entropy_grad (logits f32[N, C, *sp], labels i32/i64), embedding and embedding_grad
 // (ids i32/i64), the optimizer updates sgd_update, momentum_update and adam_update (in place: outputs alias
-// inputs, and every loop reads element i before writing it), and bn_running_update. Semantics are the
+// inputs, and every loop reads element i before writing it), bn_running_update, dropout (f32, each element in
+// double and rounded once: the reference's bits) and rng_advance. Semantics are the
 // reference's (backends/reference/loss.cc, movement.cc, update.cc, norm.cc); arithmetic is f32 per element,
 // with the few per-call scalars (the loss total, Adam's bias corrections, the running-variance factor) in
 // double. Labels and ids are checked at run time and a bad one is an error naming it, as in the reference.
 // The losses (over positions; the forward sums its per-position terms afterwards, in position order) and the
-// optimizer updates (element-wise) run on OpenMP threads, with the same bits on any number of threads;
+// optimizer updates and dropout (element-wise) run on OpenMP threads, with the same bits on any number of threads;
 // embedding and embedding_grad are single-threaded. Declined (reference kernel): any float dtype but f32.
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "lms/backends/cpu/dnnl_util.h"
+#include "lms/ops/dropout_mask.h"
 #include "lms/ops/op.h"
 
 namespace lms::cpu {
@@ -256,6 +258,39 @@ Result<KernelPtr> bn_running_update(DnnlContext& ctx, const KernelCall& call) {
   });
 }
 
+// The key is read when the kernel runs: rng_advance moves it between steps.
+Result<KernelPtr> dropout(DnnlContext& ctx, const KernelCall& call) {
+  if (call.inputs.size() != 2 || call.outputs.size() != 1 || call.inputs[0].type->dtype != DType::f32 ||
+      *call.outputs[0].type != *call.inputs[0].type || *call.inputs[1].type != TensorType{DType::i64, {}})
+    return KernelPtr();
+  const double p = number(call, "p");
+  if (!(p >= 0 && p < 1)) return KernelPtr();  // the reference reports it
+  const DropoutMask mask = dropout_mask(p, call.attrs->get_int("seed", 0));
+  const float* x = in_f32(call, 0);
+  const auto* key = static_cast<const int64_t*>(call.inputs[1].data);
+  float* y = out_f32(call, 0);
+  const int64_t n = call.inputs[0].type->num_elements();
+  return loop_kernel(ctx, [=]() -> Result<void> {
+    const uint64_t stream = mask.stream(static_cast<uint64_t>(*key));
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(mask.apply(stream, i, static_cast<double>(x[i])));
+    return {};
+  });
+}
+
+Result<KernelPtr> rng_advance(DnnlContext& ctx, const KernelCall& call) {
+  const TensorType key_type{DType::i64, {}};
+  if (call.inputs.size() != 1 || call.outputs.size() != 1 || *call.inputs[0].type != key_type ||
+      *call.outputs[0].type != key_type)
+    return KernelPtr();
+  const auto* key = static_cast<const int64_t*>(call.inputs[0].data);
+  auto* key_out = static_cast<int64_t*>(call.outputs[0].data);
+  return loop_kernel(ctx, [=]() -> Result<void> {
+    *key_out = static_cast<int64_t>(static_cast<uint64_t>(*key) + 1);
+    return {};
+  });
+}
+
 }  // namespace
 
 Result<KernelPtr> build_loops_nn(DnnlContext& ctx, const KernelCall& call) {
@@ -268,6 +303,8 @@ Result<KernelPtr> build_loops_nn(DnnlContext& ctx, const KernelCall& call) {
     case Op::momentum_update: return momentum(ctx, call);
     case Op::adam_update: return adam(ctx, call);
     case Op::bn_running_update: return bn_running_update(ctx, call);
+    case Op::dropout: return dropout(ctx, call);
+    case Op::rng_advance: return rng_advance(ctx, call);
     default: return KernelPtr();
   }
 }

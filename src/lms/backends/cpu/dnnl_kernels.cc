@@ -243,6 +243,8 @@ Result<KernelPtr> (*builder_of(Op op))(DnnlContext&, const KernelCall&) {
     case Op::sgd_update:
     case Op::momentum_update:
     case Op::adam_update:
+    case Op::rng_advance:
+    case Op::dropout:
     case Op::bn_running_update: return build_loops_nn;
     default: return nullptr;
   }

@@ -200,6 +200,22 @@ Result<OwnKernel> activation_grad(const Args& a, const Launcher& l, GradKind kin
   });
 }
 
+const TensorType kKeyType{DType::i64, {}};  // a dropout key
+
+Result<OwnKernel> dropout(const Args& a, const Launcher& l) {
+  if (a.in(1) != kKeyType) return fail("{} key must be i64[], got {}", a.name(), to_string(a.in(1)));
+  const DropoutMask mask = dropout_mask(a.c.f("p"), a.c.i("seed"));
+  const auto* key = static_cast<const int64_t*>(a.call.inputs[1].data);
+  return for_float(a, a.out(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, Dropout<T>{in<T>(a, 0), key, out<T>(a, 0), mask}, elements(a.out(0)));
+  });
+}
+
+Result<OwnKernel> rng_advance(const Args& a, const Launcher& l) {
+  if (a.in(0) != kKeyType) return fail("{} key must be i64[], got {}", a.name(), to_string(a.in(0)));
+  return single(l, KeyAdvance{in<int64_t>(a, 0), out<int64_t>(a, 0)}, 1);
+}
+
 Result<OwnKernel> broadcast_binary(const Args& a, const Launcher& l, BinaryKind kind) {
   const Shape& y = a.out(0).shape;
   std::vector<int64_t> sa = LMS_TRY(reference::broadcast_strides(a, a.in(0).shape, y));
@@ -587,6 +603,7 @@ bool is_own_op(Op op) {
     case Op::clamp:
     case Op::sqrt:
     case Op::reciprocal:
+    case Op::dropout:
     case Op::add:
     case Op::mul:
     case Op::scale:
@@ -604,6 +621,7 @@ bool is_own_op(Op op) {
     case Op::sgd_update:
     case Op::momentum_update:
     case Op::adam_update:
+    case Op::rng_advance:
     case Op::relu_grad:
     case Op::gelu_grad:
     case Op::sigmoid_grad:
@@ -667,6 +685,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::reciprocal: return unary(a, l, UnaryKind::reciprocal);
       case Op::clamp: return unary(a, l, UnaryKind::clamp, clamp_bounds(a).first, clamp_bounds(a).second);
       case Op::scale: return unary(a, l, UnaryKind::scale, a.c.f("factor"));
+      case Op::dropout: return dropout(a, l);
       case Op::add: return broadcast_binary(a, l, BinaryKind::add);
       case Op::mul: return broadcast_binary(a, l, BinaryKind::mul);
       case Op::bias_add: return bias_add(a, l);
@@ -704,6 +723,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::sgd_update: return sgd_update(a, l);
       case Op::momentum_update: return momentum_update(a, l);
       case Op::adam_update: return adam_update(a, l);
+      case Op::rng_advance: return rng_advance(a, l);
       default: return fail("cuda backend: {} is not an own kernel", a.name());
     }
   }();

@@ -2,8 +2,9 @@
 // `i` of its launch (an element, a row, a channel, a column; one `i` for the few sequential pieces), with every
 // operand and geometry in plain fields. The same code runs on the GPU (cuda_kernels.cu launches it over a grid)
 // and on the host (tests run the whole own-kernel dispatcher, cuda_ops.cc, in host mode against the reference
-// backend), so the index arithmetic and numerics CI checks are the ones the GPU runs. Plain C++20, no CUDA or
-// LMS headers: nvcc compiles it as C++20, g++ as C++23.
+// backend), so the index arithmetic and numerics CI checks are the ones the GPU runs. Plain C++20, no CUDA
+// headers and no LMS headers but ops/dropout_mask.h (itself plain C++20): nvcc compiles it as C++20, g++ as
+// C++23.
 // Numerics follow Note [Reference accumulation]: each element is computed in double from its operands and
 // rounded once; each sum runs sequentially in one thread in the reference's order, in double. That makes the
 // own kernels bit-identical to the reference on most ops (the tests say which), and deterministic everywhere:
@@ -15,6 +16,8 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+
+#include "lms/ops/dropout_mask.h"
 
 #ifdef __CUDACC__
 #define LMS_HD __host__ __device__
@@ -140,6 +143,27 @@ struct Unary {
     }
     y[i] = static_cast<T>(r);
   }
+};
+
+// y = x * (kept ? 1/(1-p) : 0), the mask of ops/dropout_mask.h. The key is read here, on the device, so one
+// prepared kernel serves every step while rng_advance moves the key.
+template <class T>
+struct Dropout {
+  const T* x;
+  const int64_t* key;
+  T* y;
+  DropoutMask mask;
+  LMS_HD void operator()(int64_t i) const {
+    const uint64_t stream = mask.stream(static_cast<uint64_t>(*key));
+    y[i] = static_cast<T>(mask.apply(stream, i, static_cast<double>(x[i])));
+  }
+};
+
+// One sequential step (launch size 1): key_out = key + 1, wrapping (rng_advance).
+struct KeyAdvance {
+  const int64_t* key;
+  int64_t* key_out;
+  LMS_HD void operator()(int64_t) const { *key_out = static_cast<int64_t>(static_cast<uint64_t>(*key) + 1); }
 };
 
 enum class GradKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, clamp, sqrt, reciprocal };

@@ -1,9 +1,9 @@
-// Reference elementwise ops: relu, gelu (exact erf form or PyTorch's tanh approximation), sigmoid, tanh, clamp,
-// sqrt, reciprocal, add and mul (NumPy broadcasting), scale, bias_add, and the activation gradients relu_grad
-// (dy where y > 0), gelu_grad (dy * (Phi(x) + x*phi(x)), or the tanh form's derivative), sigmoid_grad
-// (dy*y*(1-y)), tanh_grad (dy*(1-y*y)), clamp_grad (dy where min < x < max), sqrt_grad (dy/(2y)) and
-// reciprocal_grad (-dy*y*y). Each element is computed in double from its operands and rounded once. Unary ops
-// may run in place.
+// Reference elementwise ops: relu, gelu (exact erf form or PyTorch's tanh approximation), sigmoid, tanh, clamp, sqrt,
+// reciprocal, dropout (the mask of ops/dropout_mask.h), add and mul (NumPy broadcasting), scale, bias_add, and the
+// activation gradients relu_grad (dy where y > 0), gelu_grad (dy * (Phi(x) + x*phi(x)), or the tanh form's derivative),
+// sigmoid_grad (dy*y*(1-y)), tanh_grad (dy*(1-y*y)), clamp_grad (dy where min < x < max), sqrt_grad (dy/(2y)) and
+// reciprocal_grad (-dy*y*y). Each element is computed in double from its operands and rounded once. Unary ops may run
+// in place.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "lms/backends/reference/families.h"
+#include "lms/ops/dropout_mask.h"
 
 namespace lms::reference {
 
@@ -117,6 +118,21 @@ Result<void> reciprocal(const Args& a) {
 Result<void> clamp(const Args& a) {
   const Acc lo = a.c.f("min"), hi = a.c.f("max");
   return unary(a, [lo, hi](Acc x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); });
+}
+
+Result<void> dropout(const Args& a) {
+  if (a.in(0) != a.out(0) || a.in(1) != TensorType{DType::i64, {}})
+    return fail("{} needs x and the output of one type and an i64[] key, got {}, {} -> {}", a.name(),
+                to_string(a.in(0)), to_string(a.in(1)), to_string(a.out(0)));
+  const DropoutMask mask = dropout_mask(a.c.f("p"), a.c.i("seed"));
+  const uint64_t stream = mask.stream(static_cast<uint64_t>(*a.in_data<int64_t>(1)));
+  return with_float(a, a.out(0).dtype, [&]<class T>() -> Result<void> {
+    const T* x = a.in_data<T>(0);
+    T* y = a.out_data<T>(0);
+    const int64_t n = a.out(0).num_elements();
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(mask.apply(stream, i, static_cast<Acc>(x[i])));
+    return {};
+  });
 }
 
 Result<void> add(const Args& a) {

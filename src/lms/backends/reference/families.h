@@ -25,6 +25,7 @@ Result<void> gelu(const Args& a);
 Result<void> sigmoid(const Args& a);
 Result<void> tanh(const Args& a);
 Result<void> clamp(const Args& a);
+Result<void> dropout(const Args& a);
 Result<void> sqrt(const Args& a);
 Result<void> reciprocal(const Args& a);
 Result<void> add(const Args& a);
@@ -77,5 +78,6 @@ Result<void> cross_entropy_grad(const Args& a);
 Result<void> sgd_update(const Args& a);
 Result<void> momentum_update(const Args& a);
 Result<void> adam_update(const Args& a);
+Result<void> rng_advance(const Args& a);
 
 }  // namespace lms::reference

@@ -71,6 +71,7 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::sigmoid: return r::sigmoid(a);
     case Op::tanh: return r::tanh(a);
     case Op::clamp: return r::clamp(a);
+    case Op::dropout: return r::dropout(a);
     case Op::sqrt: return r::sqrt(a);
     case Op::reciprocal: return r::reciprocal(a);
     case Op::add: return r::add(a);
@@ -97,6 +98,7 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::sgd_update: return r::sgd_update(a);
     case Op::momentum_update: return r::momentum_update(a);
     case Op::adam_update: return r::adam_update(a);
+    case Op::rng_advance: return r::rng_advance(a);
     case Op::swap_out:
     case Op::swap_in: return r::copy(a);
     case Op::conv_backward_data: return r::conv_backward_data(a);

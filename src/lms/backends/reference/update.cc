@@ -5,6 +5,7 @@
 //   sgd:      w -= lr*d
 //   momentum: v = momentum*v + d; w -= lr*(nesterov ? d + momentum*v : v)
 //   adam:     t += 1; m = b1*m + (1-b1)*d; v = b2*v + (1-b2)*d^2; w -= lr*(m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)
+// And rng_advance: a dropout key += 1, wrapping as unsigned 64-bit arithmetic does.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -94,6 +95,14 @@ Result<void> adam_update(const Args& a) {
   if (a.in(3).num_elements() != 1 || !is_float(a.in(3).dtype))
     return fail("{} step counter t must be a float scalar, got {}", a.name(), to_string(a.in(3)));
   return with_float(a, a.in(0).dtype, [&]<class T>() { return adam_loops<T>(a); });
+}
+
+Result<void> rng_advance(const Args& a) {
+  if (a.in(0) != TensorType{DType::i64, {}} || a.out(0) != a.in(0))
+    return fail("{} needs an i64[] key, got {} -> {}", a.name(), to_string(a.in(0)), to_string(a.out(0)));
+  const uint64_t key = static_cast<uint64_t>(*a.in_data<int64_t>(0));
+  *a.out_data<int64_t>(0) = static_cast<int64_t>(key + 1);
+  return {};
 }
 
 }  // namespace lms::reference
