@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdlib>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -15,6 +17,17 @@ namespace lms {
 inline bool gpu_required() {
   const char* v = std::getenv("LMS_REQUIRE_GPU");
   return v != nullptr && std::string_view(v) == "1";
+}
+
+// The backends of this build, and cuda when this machine has a GPU (the GPU check runs the tests there with
+// LMS_REQUIRE_GPU=1: cuda is then listed even if its backend cannot be made, so that the tests fail saying why).
+inline std::vector<std::string> training_devices() {
+  std::vector<std::string> d = {"reference"};
+#ifdef LMS_HAVE_CPU_BACKEND
+  d.push_back("cpu");
+#endif
+  if (make_backend("cuda") || gpu_required()) d.push_back("cuda");
+  return d;
 }
 
 }  // namespace lms

@@ -192,12 +192,16 @@ TEST(OnnxImport, RefusalsNameTheNode) {
          m.outputs[0].name = "s";
        }, "output 's' is f32[]; a classifier's logits"},
       {"shape rule", [](OnnxModel& m) { m.initializers[0].second = f32({4, 2, 3, 3}); }, "node 'Conv_c' (Conv):"},
-      {"training dropout", [](OnnxModel& m) {
+      {"dropout mode from data", [](OnnxModel& m) {
          m.initializers.push_back({"ratio", f32({}, 0.5)});
-         m.initializers.push_back({"train", i64({1}, {})});
-         m.nodes.insert(m.nodes.begin() + 2, node("Dropout", {"r", "ratio", "train"}, {"d"}));
+         m.nodes.insert(m.nodes.begin() + 2, node("Dropout", {"r", "ratio", "c"}, {"d"}));
          m.nodes[3].inputs[0] = "d";
-       }, "training-mode dropout is not supported"},
+       }, "node 'Dropout_d' (Dropout): training_mode must be a constant"},
+      {"dropout mask read", [](OnnxModel& m) {
+         m.nodes.insert(m.nodes.begin() + 2, node("Dropout", {"r"}, {"d", "mask"}));
+         m.nodes[3].inputs[0] = "d";
+         m.nodes.push_back(node("Relu", {"mask"}, {"unused"}));
+       }, "the mask output is read"},
   };
   for (const Case& c : cases) {
     OnnxModel m = conv_model();
@@ -207,6 +211,43 @@ TEST(OnnxImport, RefusalsNameTheNode) {
     EXPECT_NE(r.error().str().find(c.needle), std::string::npos) << c.what << ": " << r.error().str();
     EXPECT_EQ(r.error().str().find('\n'), std::string::npos) << c.what;
   }
+}
+
+// Dropout in training mode (opset 12+, a true training_mode constant) becomes LMS's dropout with the ratio as p,
+// reading the graph's key; in evaluation mode, with ratio 0, or with no training_mode it is the identity.
+TEST(OnnxImport, TrainingModeDropoutDrops) {
+  auto with_dropout = [](double ratio, int64_t training) {
+    OnnxModel m = conv_model();
+    m.initializers.push_back({"ratio", f32({}, ratio)});
+    m.initializers.push_back({"train", i64({training}, {})});
+    m.nodes.insert(m.nodes.begin() + 2, node("Dropout", {"r", "ratio", "train"}, {"d"}));
+    m.nodes.insert(m.nodes.begin() + 3, node("Dropout", {"d", "ratio", "train"}, {"d2", "unread_mask"}));
+    m.nodes[4].inputs[0] = "d2";
+    return m;
+  };
+  auto imported = import_onnx(with_dropout(0.25, 1), "train");
+  ASSERT_TRUE(imported.has_value()) << imported.error().str();
+  const Graph* g = &imported->forward;
+  std::vector<int64_t> seeds;
+  for (NodeId n : g->node_ids())
+    if (g->node(n).op == Op::dropout) {
+      EXPECT_DOUBLE_EQ(g->node(n).attrs.get_float("p", 0), 0.25);
+      EXPECT_EQ(g->value(g->node(n).inputs[1]).name, "dropout.key");
+      seeds.push_back(g->node(n).attrs.get_int("seed", -1));
+    }
+  EXPECT_EQ(seeds, (std::vector<int64_t>{0, 1})) << "each dropout draws its own mask";
+  auto key = g->find_value("dropout.key");
+  ASSERT_TRUE(key.has_value());
+  EXPECT_EQ(g->node(g->value(*key).producer).op, Op::state);
+  EXPECT_EQ(g->node(g->value(*key).producer).attrs.get_string("init", ""), "bits");
+  for (auto [ratio, training] : {std::pair{0.25, int64_t{0}}, {0.0, int64_t{1}}}) {
+    auto eval = import_onnx(with_dropout(ratio, training), "eval");
+    ASSERT_TRUE(eval.has_value()) << eval.error().str();
+    EXPECT_EQ(count_op(eval->forward, Op::dropout), 0) << ratio << " " << training;
+  }
+  auto bad = import_onnx(with_dropout(1.0, 1), "p1");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().str().find("dropout p = 1 must be in [0, 1)"), std::string::npos) << bad.error().str();
 }
 
 TEST(OnnxImport, FixedBatchReshapeAtAnotherBatchSaysWhy) {

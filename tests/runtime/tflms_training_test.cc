@@ -89,17 +89,6 @@ void expect_identical(const TrainReport& got, const TrainReport& want, const std
   }
 }
 
-// The backends of this build, and cuda when this machine has a GPU (the GPU check runs these tests there, with
-// LMS_REQUIRE_GPU=1: cuda is then listed even if its backend cannot be made, so that the tests fail saying why).
-std::vector<std::string> devices() {
-  std::vector<std::string> d = {"reference"};
-#ifdef LMS_HAVE_CPU_BACKEND
-  d.push_back("cpu");
-#endif
-  if (make_backend("cuda") || gpu_required()) d.push_back("cuda");
-  return d;
-}
-
 TflmsParams params(int t, int a, int g, SyncMode mode) {
   TflmsParams p;
   p.swapout_threshold = t;
@@ -111,7 +100,7 @@ TflmsParams params(int t, int a, int g, SyncMode mode) {
 }
 
 void expect_swaps_are_invisible(const Case& c, const std::vector<TflmsParams>& settings) {
-  for (const std::string& device : devices()) {
+  for (const std::string& device : training_devices()) {
     const TrainReport base = train_case(c, device, TrainOptions{});
     for (const TflmsParams& p : settings) {
       TrainOptions o;
@@ -150,7 +139,7 @@ TEST(TflmsTraining, GptSwapsAreBitIdentical) {
 
 TEST(TflmsTraining, UnderABudgetTheSearchedPlanFitsAndTrainsTheSame) {
   const Case c = gpt();
-  for (const std::string& device : devices()) {
+  for (const std::string& device : training_devices()) {
     const TrainReport base = train_case(c, device, TrainOptions{});
     TrainOptions o;
     o.strategy = Strategy::tflms;
@@ -171,7 +160,7 @@ TEST(TflmsTraining, UnderABudgetTheSearchedPlanFitsAndTrainsTheSame) {
 // peak, and losses and parameters are those of the unconstrained run.
 TEST(AutoTraining, UnderABudgetSwapsAndRecomputationsAreBitIdentical) {
   for (const Case& c : {resnet(), gpt()}) {
-    for (const std::string& device : devices()) {
+    for (const std::string& device : training_devices()) {
       const TrainReport base = train_case(c, device, TrainOptions{});
       for (auto [model, third] : {std::pair{"v100-pcie3", 1}, std::pair{"gh200-c2c", 2}}) {
         {
@@ -207,7 +196,7 @@ TEST(AutoTraining, BlockOutputsRemadeBySegmentsAreBitIdentical) {
   c.options.batch = 32;
   c.options.image = {96};
   c.options.classes = 10;
-  for (const std::string& device : devices()) {
+  for (const std::string& device : training_devices()) {
     if (device == "reference") continue;
     const TrainReport base = train_case(c, device, TrainOptions{});
     TrainOptions o;

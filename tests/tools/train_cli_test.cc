@@ -149,6 +149,24 @@ TEST(TrainCommand, SaveAndLoadCheckpoints) {
                         "checkpoint", "other model");
 }
 
+// --dropout: masks change the losses, the same seed repeats them, the key travels in checkpoints (an i64
+// state), and bad probabilities or models without dropout are one-line errors.
+TEST(TrainCommand, Dropout) {
+  const std::string run = std::string(kSmall) + " --steps 2 --seed 3 --json";
+  nlohmann::json plain = parse_json(lms(run));
+  nlohmann::json a = parse_json(lms(run + " --dropout 0.3"));
+  nlohmann::json b = parse_json(lms(run + " --dropout 0.3"));
+  EXPECT_EQ(a["losses"], b["losses"]);
+  EXPECT_NE(a["losses"][0], plain["losses"][0]);
+  fs::path saved = temp_dir() / "dropout.npz";
+  ASSERT_EQ(lms(run + " --dropout 0.3 --save " + saved.string()).status, 0);
+  nlohmann::json resumed = parse_json(lms(run + " --dropout 0.3 --load " + saved.string()));
+  EXPECT_NE(resumed["losses"][0], a["losses"][0]) << "the trained weights and the advanced key";
+  expect_one_error_line(lms(std::string(kSmall) + " --dropout 1"), "dropout: must be in [0, 1), got 1", "p = 1");
+  expect_one_error_line(lms(std::string(kSmall) + " --dropout -0.5"), "must be in [0, 1)", "negative p");
+  expect_one_error_line(lms("train --model resnet18 --dropout 0.1"), "dropout", "resnet has no dropout");
+}
+
 TEST(TrainCommand, FashionMnistLearns) {
   const char* dir = "/usr/share/datasets/fashion-mnist";
   if (!fs::exists(fs::path(dir) / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no Fashion-MNIST under " << dir;

@@ -38,6 +38,7 @@ void add_model_options(CLI::App* app, ModelArgs& a, bool with_model_flag) {
   app->add_option("--vocab", a.vocab, "gpt: vocabulary size (default 50257)");
   app->add_flag("--untied", a.untied, "gpt: separate output embedding instead of tying it to the input one");
   app->add_option("--gelu", a.gelu, "gpt: MLP activation, erf (exact, default) or tanh (GPT-2's approximation)");
+  app->add_option("--dropout", a.dropout, "gpt, mlp: dropout probability in [0, 1) (default 0: no dropout)");
   app->add_option("--dtype", a.dtype, "Element type of activations and parameters")->capture_default_str();
 }
 
@@ -62,6 +63,7 @@ Result<ModelOptions> resolve(const ModelArgs& a) {
   o.small_stem = a.small_stem;
   o.untied = a.untied;
   o.gelu = a.gelu;
+  o.dropout = a.dropout;
   if (!a.hidden.empty()) {
     std::stringstream ss(a.hidden);
     std::string part;
@@ -111,7 +113,7 @@ Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
       {args.small_stem, "small-stem"}, {!args.hidden.empty(), "hidden"}, {args.depth != 0, "depth"},
       {args.base_filters != 0, "base-filters"}, {args.layers != 0, "layers"}, {args.hidden_size != 0, "hidden-size"},
       {args.heads != 0, "heads"}, {args.seq != 0, "seq"}, {args.vocab != 0, "vocab"}, {args.untied, "untied"},
-      {!args.gelu.empty(), "gelu"}, {args.dtype != "f32", "dtype"}};
+      {!args.gelu.empty(), "gelu"}, {args.dropout.has_value(), "dropout"}, {args.dtype != "f32", "dtype"}};
   for (const auto& [given, flag] : unused)
     if (given) return fail("--{} does not apply to an ONNX model (only --batch does)", flag);
   OnnxModel model = LMS_TRY(read_onnx(file));

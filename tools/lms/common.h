@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -39,6 +40,7 @@ struct ModelArgs {
   int64_t layers = 0, hidden_size = 0, heads = 0, seq = 0, vocab = 0;  // gpt (0: default)
   bool untied = false;
   std::string gelu;
+  std::optional<double> dropout;  // --dropout P (gpt, mlp)
   std::string dtype = "f32";
 };
 

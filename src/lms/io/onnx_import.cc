@@ -324,20 +324,23 @@ Result<void> Importer::reshape_like(const OnnxNode& n) {
 }
 
 Result<void> Importer::identity(const OnnxNode& n) {
-  if (n.op_type == "Dropout") {
-    const HostTensor* ratio = constant(n, 1);
-    const HostTensor* training = constant(n, 2);
-    if (has_input(n, 2) && (training == nullptr || training->get(0) != 0) && (ratio == nullptr || ratio->get(0) != 0))
-      return fail("training-mode dropout is not supported (LMS has no dropout op); export in evaluation mode or "
-                  "with the dropout probability set to 0");
-  }
-  // The mask output (all ones here) is fine as long as nothing reads it.
+  // The mask output is fine as long as nothing reads it (LMS never materializes a mask).
   if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
     const std::string& mask = n.outputs[1];
     const auto reads_mask = [&](const OnnxNode& m) { return std::ranges::find(m.inputs, mask) != m.inputs.end(); };
     if (std::ranges::any_of(model_.nodes, reads_mask) ||
         std::ranges::any_of(model_.outputs, [&](const OnnxValueInfo& o) { return o.name == mask; }))
       return fail("the mask output is read, which is not supported");
+  }
+  // Dropout (opset >= 12) drops in training mode only; before opset 12 it is the identity at inference.
+  if (n.op_type == "Dropout" && has_input(n, 2)) {
+    const HostTensor* training = constant(n, 2);
+    const HostTensor* ratio = constant(n, 1);
+    if (training == nullptr) return fail("training_mode must be a constant");
+    if (has_input(n, 1) && ratio == nullptr) return fail("ratio must be a constant");
+    constexpr double kDefaultRatio = 0.5;  // ONNX's default
+    const double p = ratio != nullptr ? ratio->get(0) : kDefaultRatio;
+    if (training->get(0) != 0 && p != 0) return define(n, b_.dropout(LMS_TRY(data(n, 0)), p, out_name(n)));
   }
   if (const HostTensor* c = constant(n, 0)) {
     // PyTorch's exporter writes parameters that were equal at export (fresh layer norms: ones and zeros) as one

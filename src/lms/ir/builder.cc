@@ -1,6 +1,8 @@
 // Graph construction with shape inference and a sticky first error.
 #include "lms/ir/builder.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace lms {
@@ -62,6 +64,24 @@ ValueId Builder::param(TensorType t, std::string name, std::string init) {
 ValueId Builder::state(TensorType t, std::string name, std::string init) {
   auto outs = add(Op::state, {}, lms::attrs({{"init", init}}), std::move(name), {t});
   return outs.empty() ? ValueId{} : outs.front();
+}
+
+ValueId Builder::dropout(ValueId x, double p, std::string name) {
+  if (p == 0 || !ok()) return x;
+  constexpr std::string_view kKeyName = "dropout.key";
+  const TensorType key_type{DType::i64, {}};
+  std::optional<ValueId> key = g_.find_value(std::string(kKeyName));
+  if (!key) {
+    const std::string prefix = std::exchange(prefix_, "");
+    key = state(key_type, std::string(kKeyName), "bits");
+    prefix_ = prefix;
+  } else if (g_.node(g_.value(*key).producer).op != Op::state || g_.value(*key).type != key_type) {
+    error_ = Error{"the graph has a value of this name that is not an i64[] state", "%" + std::string(kKeyName)};
+  }
+  if (!ok()) return ValueId{};
+  int64_t seed = 0;
+  for (NodeId n : g_.node_ids()) seed += g_.node(n).op == Op::dropout ? 1 : 0;
+  return op(Op::dropout, {x, *key}, lms::attrs({{"p", p}, {"seed", seed}}), std::move(name));
 }
 
 }  // namespace lms

@@ -35,6 +35,11 @@ class Builder {
   ValueId param(TensorType t, std::string name, std::string init = "");
   ValueId state(TensorType t, std::string name, std::string init = "zeros");
 
+  // x with dropout probability p, or x itself when p == 0. Every dropout of a graph reads its one key, the
+  // i64[] state "dropout.key" (init "bits", made on first use; the training graph advances it every step), and
+  // has seed = the number of dropouts before it, so each draws its own mask (docs/ops.md, Note [Dropout masks]).
+  ValueId dropout(ValueId x, double p, std::string name);
+
   const TensorType& type(ValueId v) const { return g_.value(v).type; }
   bool ok() const { return !error_.has_value(); }
   const std::optional<Error>& error() const { return error_; }

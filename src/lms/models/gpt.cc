@@ -1,11 +1,12 @@
-// The GPT builder: a GPT-2 style decoder-only transformer with pre-layer-norm blocks. Token ids x i64[B, seq]
-// are embedded with wte [vocab, hidden] plus the learned positions wpe [seq, hidden] (added directly,
-// broadcasting over the batch). Each block: ln_1, fused qkv linear, heads split to [B, heads, seq, d], causal
-// softmax(q k^T / sqrt(d)) v, heads merged, output projection, residual; ln_2, 4x MLP with gelu (exact erf, or
-// with --gelu tanh the tanh approximation GPT-2 was trained with), residual.
-// A final ln_f, logits against wte (tied, GPT-2's choice) or a separate lm_head, and the mean cross-entropy
-// of next-token labels i64[B, seq]. Defaults are GPT-2 small (124,439,808 parameters). Weights draw from
-// normal(0.02); the residual projections from normal(0.02 / sqrt(2 layers)) as in GPT-2.
+// The GPT builder: a GPT-2 style decoder-only transformer with pre-layer-norm blocks. Token ids x i64[B, seq] are
+// embedded with wte [vocab, hidden] plus the learned positions wpe [seq, hidden] (added directly, broadcasting over the
+// batch). Each block: ln_1, fused qkv linear, heads split to [B, heads, seq, d], causal softmax(q k^T / sqrt(d)) v,
+// heads merged, output projection, residual; ln_2, 4x MLP with gelu (exact erf, or with --gelu tanh the tanh
+// approximation GPT-2 was trained with), residual. A final ln_f, logits against wte (tied, GPT-2's choice) or a
+// separate lm_head, and the mean cross-entropy of next-token labels i64[B, seq]. With --dropout p > 0, dropout where
+// nanoGPT has it: on the embeddings, the attention probabilities, and the attention and MLP outputs before each
+// residual add. Defaults are GPT-2 small (124,439,808 parameters). Weights draw from normal(0.02); the residual
+// projections from normal(0.02 / sqrt(2 layers)) as in GPT-2.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -29,6 +30,7 @@ struct Config {
   std::string init;           // normal(0.02)
   std::string residual_init;  // normal(0.02 / sqrt(2 layers)) for the projections feeding the residual stream
   Attributes gelu;            // the MLP activation's attributes: none (erf) or approximate = "tanh"
+  double dropout = 0;         // drop probability (0: no dropout ops)
 };
 
 // [B, seq, hidden] -> [B, heads, seq, d] for columns [start, start + hidden) of qkv [B, seq, 3 hidden].
@@ -50,16 +52,17 @@ ValueId attention(Builder& b, const Config& c, ValueId x) {
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(c.hidden / c.heads));
   ValueId scaled = b.op(Op::scale, {scores}, attrs({{"factor", inv_sqrt_d}}), "attn.scaled");
   ValueId probs = b.op(Op::softmax, {scaled}, attrs({{"axis", int64_t{-1}}, {"causal", true}}), "attn.probs");
+  probs = b.dropout(probs, c.dropout, "attn.probs.drop");
   ValueId ctx = b.op(Op::matmul, {probs, v}, {}, "attn.ctx");
   ValueId merged = b.op(Op::transpose, {ctx}, attrs({{"perm", IntList{0, 2, 1, 3}}}), "attn.ctx.t");
   merged = b.op(Op::reshape, {merged}, attrs({{"shape", IntList{c.batch, c.seq, c.hidden}}}), "attn.merge");
-  return linear(b, merged, c.hidden, "attn.proj", /*bias=*/true, c.residual_init);
+  return b.dropout(linear(b, merged, c.hidden, "attn.proj", /*bias=*/true, c.residual_init), c.dropout, "attn.drop");
 }
 
 ValueId mlp(Builder& b, const Config& c, ValueId x) {
   ValueId h = linear(b, x, kMlpExpansion * c.hidden, "mlp.fc", /*bias=*/true, c.init);
   h = b.op(Op::gelu, {h}, c.gelu, "mlp.gelu");
-  return linear(b, h, c.hidden, "mlp.proj", /*bias=*/true, c.residual_init);
+  return b.dropout(linear(b, h, c.hidden, "mlp.proj", /*bias=*/true, c.residual_init), c.dropout, "mlp.drop");
 }
 
 }  // namespace
@@ -84,6 +87,7 @@ Result<void> build_gpt(Graph& g, const ModelOptions& o) {
   } else if (!o.gelu.empty() && o.gelu != "erf") {
     return fail_at("gelu", "must be erf or tanh, got '{}'", o.gelu);
   }
+  c.dropout = LMS_TRY(dropout_probability(o));
   c.init = fmt::format("normal({})", kInitStd);
   c.residual_init = fmt::format("normal({:.6g})", kInitStd / std::sqrt(2.0 * static_cast<double>(c.layers)));
 
@@ -93,7 +97,7 @@ Result<void> build_gpt(Graph& g, const ModelOptions& o) {
   ValueId wte = b.param(TensorType{o.dtype, {c.vocab, c.hidden}}, "wte", c.init);
   ValueId wpe = b.param(TensorType{o.dtype, {c.seq, c.hidden}}, "wpe", c.init);
   ValueId tokens_emb = b.op(Op::embedding, {wte, x}, {}, "tok_emb");
-  ValueId h = b.op(Op::add, {tokens_emb, wpe}, {}, "emb");
+  ValueId h = b.dropout(b.op(Op::add, {tokens_emb, wpe}, {}, "emb"), c.dropout, "emb.drop");
   for (int64_t i = 0; i < c.layers; ++i) {
     b.set_prefix(fmt::format("h.{}.", i));
     ValueId a = attention(b, c, layer_norm(b, h, "ln_1"));

@@ -112,6 +112,8 @@ Result<void> build_gpt(Graph& g, const ModelOptions& o);
 // Option checks shared by the builders (models.cc).
 // `value` (named `option`) must be >= 1.
 Result<int64_t> positive(std::string_view option, int64_t value);
+// The dropout option: in [0, 1), 0 when absent.
+Result<double> dropout_probability(const ModelOptions& o);
 // The image option resolved to `rank` spatial dims (one value broadcasts; empty takes `fallback`).
 Result<std::vector<int64_t>> image_dims(const ModelOptions& o, int rank, int64_t fallback);
 // The builder's first error, or an error for a tensor over kMaxElements; else sets the graph output to `loss`.

@@ -33,6 +33,7 @@ enum Uses : unsigned {
   kVocab = 1u << 11,
   kUntied = 1u << 12,
   kGelu = 1u << 13,
+  kDropout = 1u << 14,
 };
 
 struct OptionField {
@@ -41,7 +42,7 @@ struct OptionField {
   bool (*is_set)(const ModelOptions&);
 };
 
-constexpr std::array<OptionField, 14> kOptionFields = {{
+constexpr std::array<OptionField, 15> kOptionFields = {{
     {kImage, "image", [](const ModelOptions& o) { return !o.image.empty(); }},
     {kClasses, "classes", [](const ModelOptions& o) { return o.classes.has_value(); }},
     {kChannels, "channels", [](const ModelOptions& o) { return o.channels.has_value(); }},
@@ -56,6 +57,7 @@ constexpr std::array<OptionField, 14> kOptionFields = {{
     {kVocab, "vocab", [](const ModelOptions& o) { return o.vocab.has_value(); }},
     {kUntied, "untied", [](const ModelOptions& o) { return o.untied; }},
     {kGelu, "gelu", [](const ModelOptions& o) { return !o.gelu.empty(); }},
+    {kDropout, "dropout", [](const ModelOptions& o) { return o.dropout.has_value(); }},
 }};
 
 using BuildFn = Result<void> (*)(Graph&, const ModelOptions&);
@@ -70,7 +72,7 @@ constexpr unsigned kResnetUses = kImage | kClasses | kChannels | kSmallStem;
 
 const std::array<Entry, 8> kModels = {{
     {{"mlp", "multi-layer perceptron on flattened images (default 1x28x28, hidden 512,256, 10 classes)"},
-     kImage | kClasses | kChannels | kHidden, build_mlp},
+     kImage | kClasses | kChannels | kHidden | kDropout, build_mlp},
     {{"resnet18", "ResNet-18 (torchvision layout; BasicBlock; 11.7M params at 1000 classes)"}, kResnetUses,
      [](Graph& g, const ModelOptions& o) { return build_resnet(g, o, 18); }},
     {{"resnet34", "ResNet-34 (torchvision layout; BasicBlock; 21.8M params)"}, kResnetUses,
@@ -84,7 +86,7 @@ const std::array<Entry, 8> kModels = {{
     {{"unet3d", "3D U-Net for volumetric segmentation (default 4x64^3 in, depth 4, 32 base filters, 3 classes)"},
      kImage | kClasses | kChannels | kDepth | kBaseFilters, build_unet3d},
     {{"gpt", "GPT-2 style decoder, pre-LN (default GPT-2 small: 12 layers, 768 wide, 124.4M params)"},
-     kLayers | kHiddenSize | kHeads | kSeq | kVocab | kUntied | kGelu, build_gpt},
+     kLayers | kHiddenSize | kHeads | kSeq | kVocab | kUntied | kGelu | kDropout, build_gpt},
 }};
 
 const std::vector<ModelInfo>& infos() {
@@ -114,6 +116,12 @@ Result<void> check_options_used(const Entry& e, const ModelOptions& o) {
 Result<int64_t> positive(std::string_view option, int64_t value) {
   if (value < 1) return fail_at(std::string(option), "must be at least 1, got {}", value);
   return value;
+}
+
+Result<double> dropout_probability(const ModelOptions& o) {
+  const double p = o.dropout.value_or(0);
+  if (!(p >= 0 && p < 1)) return fail_at("dropout", "must be in [0, 1), got {}", p);
+  return p;
 }
 
 Result<std::vector<int64_t>> image_dims(const ModelOptions& o, int rank, int64_t fallback) {

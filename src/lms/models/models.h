@@ -36,6 +36,7 @@ struct ModelOptions {
   std::optional<int64_t> vocab;          // gpt: vocabulary size; default 50257
   bool untied = false;                   // gpt: separate lm_head weight instead of reusing wte
   std::string gelu;                      // gpt: "erf" (exact, nn.GELU(); the default) or "tanh" (GPT-2's gelu_new)
+  std::optional<double> dropout;         // gpt, mlp: drop probability in [0, 1) (gpt: nanoGPT's places); default 0
   DType dtype = DType::f32;              // element type of activations and parameters (floating point)
 };
 
