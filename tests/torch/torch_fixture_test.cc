@@ -112,7 +112,8 @@ void compare_with_torch(const Graph& forward, const std::string& fixture, DType 
   std::map<std::string, HostTensor> feeds;
   for (NodeId n : forward.node_ids()) {
     const Node& node = forward.node(n);
-    if (node.op != Op::param && node.op != Op::input) continue;
+    // State is read from the fixture where the forward pass reads it (a dropout key, which fixes the masks).
+    if (node.op != Op::param && node.op != Op::input && node.op != Op::state) continue;
     const Value& v = forward.value(node.outputs[0]);
     ASSERT_TRUE(fx->contains(v.name)) << fixture << " lacks %" << v.name;
     HostTensor t = convert(fx->at(v.name), dt);
@@ -232,7 +233,7 @@ void compare_onnx_with_torch(const std::string& name, int64_t batch) {
   EXPECT_EQ(params, static_cast<int>(std::ranges::count_if(*fx, [](const auto& e) {
               return e.first.starts_with(kGradPrefix);
             })));
-  if (name != "onnx_rms" && !name.starts_with("onnx_gpt")) {
+  if (name != "onnx_rms" && name != "onnx_drop" && !name.starts_with("onnx_gpt")) {
     EXPECT_GT(stats, 0) << name << ": batch norm statistics should come with the weights";
   }
   compare_with_torch(imported->forward, name + ".npz", DType::f32);
@@ -249,6 +250,8 @@ TEST(TorchOnnxFixtureTest, Gpt2Opset14ImportMatchesPyTorch) { compare_onnx_with_
 TEST(TorchOnnxFixtureTest, ActivationsImportMatchesPyTorch) { compare_onnx_with_torch("onnx_act", 4); }
 // LLaMA-style RMSNorm (Pow, Sqrt, Div(1, .)) and a SwiGLU MLP, and a division by data.
 TEST(TorchOnnxFixtureTest, RmsNormImportMatchesPyTorch) { compare_onnx_with_torch("onnx_rms", 4); }
+// Training-mode Dropout, with PyTorch's reference dropping by LMS's masks for the fixture's key.
+TEST(TorchOnnxFixtureTest, DropoutImportMatchesPyTorch) { compare_onnx_with_torch("onnx_drop", 4); }
 #else
 TEST(TorchOnnxFixtureTest, ReadingOnnxFilesIsAClearErrorInThisBuild) {
   auto model = read_onnx(kFixtures + "onnx_cnn.onnx");
