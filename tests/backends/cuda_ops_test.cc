@@ -25,6 +25,11 @@ namespace {
 
 using namespace op_cases;
 
+// The cases the own kernels run: own ops, and pooling with ceil_mode (cuda::is_own_call).
+bool is_own_case(const OpCase& c) {
+  return cuda::is_own_op(c.op) || ((is_max_pool(c.op) || is_avg_pool(c.op)) && c.attrs.get_bool("ceil_mode", false));
+}
+
 // The cuda backend's tolerance for a case (TF32 off). cuDNN and cuBLAS compute in the data type in their own
 // order: convolutions and batch norm 1e-4 (their algorithms split and reorder long sums), max pooling 0 (a
 // selection), matmul and average pooling the table's. The own kernels compute in double in the reference's order
@@ -32,7 +37,7 @@ using namespace op_cases;
 // or pow may differ from glibc's in the last double bit, which can flip a rounding: 1e-6 there. f64 rows on cuDNN
 // and cuBLAS: 1e-12 (double sums in another order; the table's 0 there is the cpu backend's reference fallback).
 double cuda_tolerance(const OpCase& c) {
-  if (c.inputs[0].dtype == DType::f64 && !cuda::is_own_op(c.op)) return 1e-12;
+  if (c.inputs[0].dtype == DType::f64 && !is_own_case(c)) return 1e-12;
   switch (c.op) {
     case Op::conv1d:
     case Op::conv2d:
@@ -58,14 +63,14 @@ double cuda_tolerance(const OpCase& c) {
     case Op::cross_entropy:
     case Op::cross_entropy_grad:
     case Op::adam_update: return 1e-6;
-    default: return cuda::is_own_op(c.op) ? 0 : c.tolerance;
+    default: return is_own_case(c) ? 0 : c.tolerance;
   }
 }
 
 std::vector<OpCase> own_cases() {
   std::vector<OpCase> own;
   for (OpCase& c : all_cases())
-    if (cuda::is_own_op(c.op)) own.push_back(std::move(c));
+    if (is_own_case(c)) own.push_back(std::move(c));
   return own;
 }
 

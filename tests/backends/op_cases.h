@@ -160,6 +160,19 @@ inline const std::vector<OpCase> kCases = {
     {"avg_pool2d_exclude_pad", Op::avg_pool2d, {{2, 3, 9, 9}},
      A({{"kernel", L({3, 3})}, {"stride", L({2, 2})}, {"pad", L({1, 1})}, {"count_include_pad", B(false)}})},
     {"avg_pool3d", Op::avg_pool3d, {{1, 2, 5, 6, 7}}, A({{"kernel", L({2, 2, 3})}, {"pad", L({1, 1, 1})}})},
+    // ceil_mode: the last windows reach past the right padding. An average counting padding divides by the
+    // positions inside the padded input there, which oneDNN's would not: the cpu backend runs the reference.
+    {"max_pool1d_ceil", Op::max_pool1d, {{2, 3, 10}},
+     A({{"kernel", L({3})}, {"stride", L({2})}, {"ceil_mode", B(true)}})},
+    {"max_pool2d_ceil", Op::max_pool2d, {{2, 3, 10, 10}},
+     A({{"kernel", L({3, 3})}, {"stride", L({2, 2})}, {"pad", L({1, 1})}, {"ceil_mode", B(true)}})},
+    {"avg_pool2d_ceil", Op::avg_pool2d, {{2, 3, 10, 10}},
+     A({{"kernel", L({3, 3})}, {"stride", L({2, 2})}, {"pad", L({1, 1})}, {"ceil_mode", B(true)}}), 0, 0},
+    {"avg_pool2d_ceil_exclude_pad", Op::avg_pool2d, {{2, 3, 10, 10}},
+     A({{"kernel", L({3, 3})}, {"stride", L({2, 2})}, {"pad", L({1, 1})}, {"ceil_mode", B(true)},
+        {"count_include_pad", B(false)}})},
+    {"avg_pool3d_ceil", Op::avg_pool3d, {{1, 2, 5, 6, 7}},
+     A({{"kernel", L({2, 2, 2})}, {"ceil_mode", B(true)}}), 0, 0},
     // Reductions: the reference's double-accumulating loop, bit-identical.
     {"global_avg_pool", Op::global_avg_pool, {{2, 3, 5, 7}}, {}, 0},
     {"global_avg_pool3d", Op::global_avg_pool, {{2, 4, 3, 3, 3}}, {}, 0},
@@ -258,6 +271,7 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
     grad.set("kernel", L(kernel));
     grad.set("stride", L(c.attrs.get_ints("stride", kernel)));
     grad.set("pad", L(c.attrs.get_ints("pad", IntList(rank, 0))));
+    if (c.attrs.get_bool("ceil_mode", false)) grad.set("ceil_mode", B(true));
     if (is_max_pool(c.op)) {
       g.push_back({n + ".grad", Op::max_pool_grad, {In(y), c.inputs[0]}, grad, tol});
       // The argmax-pool pair: positions are exact; random positions (padding ones included: dropped) to scatter.

@@ -173,8 +173,8 @@ TEST(OnnxImport, RefusalsNameTheNode) {
        "node 'Conv_c' (Conv): asymmetric padding [0,0,1,1]"},
       {"auto_pad", [](OnnxModel& m) { m.nodes[0].attributes.push_back(string_attr("auto_pad", "SAME_UPPER")); },
        "auto_pad 'SAME_UPPER' is not supported"},
-      {"ceil mode", [](OnnxModel& m) { m.nodes[2].attributes.push_back(int_attr("ceil_mode", 1)); },
-       "node 'MaxPool_p' (MaxPool): ceil_mode 1"},
+      {"storage order", [](OnnxModel& m) { m.nodes[2].attributes.push_back(int_attr("storage_order", 1)); },
+       "node 'MaxPool_p' (MaxPool): storage_order 1"},
       {"attribute kind", [](OnnxModel& m) { m.nodes[0].attributes.push_back(float_attr("group", 1)); },
        "attribute 'group' has the wrong kind"},
       {"custom domain", [](OnnxModel& m) { m.nodes[1].domain = "com.microsoft"; }, "domain 'com.microsoft'"},
@@ -248,6 +248,21 @@ TEST(OnnxImport, TrainingModeDropoutDrops) {
   auto bad = import_onnx(with_dropout(1.0, 1), "p1");
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().str().find("dropout p = 1 must be in [0, 1)"), std::string::npos) << bad.error().str();
+}
+
+// MaxPool and AveragePool with ceil_mode keep it: a 3x3/2 window on 8x8 gives 4x4 (3x3 without it).
+TEST(OnnxImport, CeilModePoolingKeepsItsLastWindow) {
+  for (const char* pool : {"MaxPool", "AveragePool"}) {
+    OnnxModel m = conv_model();
+    m.nodes[2] = node(pool, {"r"}, {"p"},
+                      {ints_attr("kernel_shape", {3, 3}), ints_attr("strides", {2, 2}), int_attr("ceil_mode", 1)});
+    auto imported = import_onnx(m, "ceil");
+    ASSERT_TRUE(imported.has_value()) << pool << ": " << imported.error().str();
+    const Graph& g = imported->forward;
+    const ValueId p = *g.find_value("p");
+    EXPECT_EQ(g.value(p).type.shape, (Shape{1, 4, 4, 4})) << pool;  // the symbolic batch imports as 1
+    EXPECT_TRUE(g.node(g.value(p).producer).attrs.get_bool("ceil_mode", false)) << pool;
+  }
 }
 
 TEST(OnnxImport, FixedBatchReshapeAtAnotherBatchSaysWhy) {

@@ -287,6 +287,19 @@ TEST(ShapePool, Normal) {
                           A({{"kernel", L({2, 2, 2})}, {"stride", L({1, 2, 1})}})),
                     {f32({1, 2, 3, 2, 3})}));
   EXPECT_TRUE(gives(infer(Op::global_avg_pool, {f32({2, 512, 7, 7})}), {f32({2, 512})}));
+  // ceil_mode (PyTorch's): squeezenet's 3x3/2 on 111: ceil((111 - 3)/2) + 1 = 55, floor gives 55 too; on 112 the
+  // ceiling adds a window: floor 55, ceil 56.
+  const Attributes ceil3x3 = A({{"kernel", L({3, 3})}, {"stride", L({2, 2})}, {"ceil_mode", true}});
+  EXPECT_TRUE(gives(infer(Op::max_pool2d, {f32({1, 96, 111, 111})}, ceil3x3), {f32({1, 96, 55, 55})}));
+  EXPECT_TRUE(gives(infer(Op::max_pool2d, {f32({1, 96, 112, 112})}, ceil3x3), {f32({1, 96, 56, 56})}));
+  // The last window may not start in the right padding: 1-D 5 with kernel 2, stride 2, pad 1 gives ceil(5/2)+1 =
+  // 4 windows starting at -1, 1, 3, 5; the one at 5 starts in the padding, so 3 (as PyTorch).
+  EXPECT_TRUE(gives(infer(Op::avg_pool1d, {f32({1, 1, 5})},
+                          A({{"kernel", L({2})}, {"stride", L({2})}, {"pad", L({1})}, {"ceil_mode", true}})),
+                    {f32({1, 1, 3})}));
+  EXPECT_TRUE(gives(infer(Op::avg_pool1d, {f32({1, 1, 6})},
+                          A({{"kernel", L({2})}, {"stride", L({2})}, {"pad", L({1})}, {"ceil_mode", true}})),
+                    {f32({1, 1, 4})}));
   EXPECT_TRUE(gives(infer(Op::global_avg_pool, {f16({2, 4, 3, 4, 5})}), {f16({2, 4})}));
 }
 
@@ -295,6 +308,9 @@ TEST(ShapePool, Normal) {
 TEST(ShapePool, Argmax) {
   const Attributes w = A({{"kernel", L({3, 3})}, {"stride", L({2, 2})}, {"pad", L({1, 1})}});
   EXPECT_TRUE(gives(infer(Op::max_pool_argmax, {f32({2, 64, 112, 112})}, w), {i32({2, 64, 56, 56})}));
+  Attributes ceil = w;
+  ceil.set("ceil_mode", true);
+  EXPECT_TRUE(gives(infer(Op::max_pool_argmax, {f32({2, 64, 112, 112})}, ceil), {i32({2, 64, 57, 57})}));
   Attributes g = w;
   g.set("x_shape", L({2, 64, 112, 112}));
   EXPECT_TRUE(gives(infer(Op::max_pool_grad_by_argmax, {f32({2, 64, 56, 56}), i32({2, 64, 56, 56})}, g),

@@ -252,6 +252,8 @@ TEST(TorchOnnxFixtureTest, ActivationsImportMatchesPyTorch) { compare_onnx_with_
 TEST(TorchOnnxFixtureTest, RmsNormImportMatchesPyTorch) { compare_onnx_with_torch("onnx_rms", 4); }
 // Training-mode Dropout, with PyTorch's reference dropping by LMS's masks for the fixture's key.
 TEST(TorchOnnxFixtureTest, DropoutImportMatchesPyTorch) { compare_onnx_with_torch("onnx_drop", 4); }
+// ceil_mode max and average pooling (SqueezeNet's, GoogLeNet's), counting padding and not.
+TEST(TorchOnnxFixtureTest, CeilModePoolingImportMatchesPyTorch) { compare_onnx_with_torch("onnx_ceil", 4); }
 #else
 TEST(TorchOnnxFixtureTest, ReadingOnnxFilesIsAClearErrorInThisBuild) {
   auto model = read_onnx(kFixtures + "onnx_cnn.onnx");

@@ -31,12 +31,15 @@ Result<void> norm_grad(GradContext& c, Op grad_op) {
   return {};
 }
 
-// A pooling window's stride and pad with the forward's defaults applied (stride = kernel, pad = zeros).
+// A pooling window's stride and pad with the forward's defaults applied (stride = kernel, pad = zeros), and
+// ceil_mode where it is on.
 Attributes pool_attrs(const OpCall& call) {
   IntList kernel = call.ints("kernel"), stride = call.ints("stride"), pad = call.ints("pad");
   if (stride.empty()) stride = kernel;
   if (pad.empty()) pad = IntList(kernel.size(), 0);
-  return attrs({{"kernel", kernel}, {"stride", stride}, {"pad", pad}});
+  Attributes a = attrs({{"kernel", kernel}, {"stride", stride}, {"pad", pad}});
+  if (call.b("ceil_mode")) a.set("ceil_mode", true);
+  return a;
 }
 
 }  // namespace

@@ -233,7 +233,6 @@ Result<void> Importer::pool(const OnnxNode& n) {
   const int rank = LMS_TRY(spatial_rank(x));
   auto kernel = ints_attr(n, "kernel_shape");
   if (!kernel || static_cast<int>(kernel->size()) != rank) return fail("'kernel_shape' must give {} values", rank);
-  if (int_attr(n, "ceil_mode", 0) != 0) return fail("ceil_mode 1 is not supported");
   if (int_attr(n, "storage_order", 0) != 0) return fail("storage_order 1 is not supported");
   for (int64_t d : LMS_TRY(spatial(n, "dilations", rank)))
     if (d != 1) return fail("dilated pooling is not supported");
@@ -242,6 +241,7 @@ Result<void> Importer::pool(const OnnxNode& n) {
   Attributes a = attrs({{"kernel", IntList(*kernel)},
                         {"stride", LMS_TRY(spatial(n, "strides", rank))},
                         {"pad", LMS_TRY(symmetric_pads(n, rank))}});
+  if (int_attr(n, "ceil_mode", 0) != 0) a.set("ceil_mode", true);
   // Padding from a zero Pad before the pool (Importer::pad) is counted, as it was part of the data.
   if (!max) a.set("count_include_pad", int_attr(n, "count_include_pad", 0) != 0 || zero_pads_.contains(n.inputs[0]));
   const Op ops[2][3] = {{Op::avg_pool1d, Op::avg_pool2d, Op::avg_pool3d}, {Op::max_pool1d, Op::max_pool2d, Op::max_pool3d}};

@@ -151,6 +151,7 @@ Result<void> check_pool_forward(const OpCall& c, bool average, const TensorType&
   a.set("kernel", LMS_TRY(full_list(c, "kernel", rank)));
   a.set("stride", LMS_TRY(full_list(c, "stride", rank)));
   a.set("pad", LMS_TRY(full_list(c, "pad", rank)));
+  a.set("ceil_mode", c.b("ceil_mode"));
   if (average) a.set("count_include_pad", c.b("count_include_pad"));
   auto fwd = infer_types(pool_op_of_rank(average, rank), std::vector<TensorType>{x_type}, a);
   if (!fwd)
@@ -175,6 +176,7 @@ Result<std::vector<TensorType>> max_pool_argmax_shape(const OpCall& c) {
   a.set("kernel", LMS_TRY(full_list(c, "kernel", rank)));
   a.set("stride", LMS_TRY(full_list(c, "stride", rank)));
   a.set("pad", LMS_TRY(full_list(c, "pad", rank)));
+  a.set("ceil_mode", c.b("ceil_mode"));
   auto fwd = infer_types(pool_op_of_rank(false, rank), std::vector<TensorType>{x}, a);
   if (!fwd) return fail("{}: the max pooling of x {} is invalid: {}", c.def.name, to_string(x), fwd.error().what);
   return std::vector<TensorType>{TensorType{DType::i32, (*fwd)[0].shape}};
@@ -235,6 +237,7 @@ std::vector<AttrSpec> pool_grad_attrs() {
       {"kernel", AttrKind::IntList, std::nullopt, "the forward's window, one entry per spatial dimension"},
       {"stride", AttrKind::IntList, std::nullopt, "the forward's step, one entry per spatial dimension"},
       {"pad", AttrKind::IntList, std::nullopt, "the forward's padding, one entry per spatial dimension"},
+      kCeilModeAttr,
   };
 }
 

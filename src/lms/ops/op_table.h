@@ -45,6 +45,9 @@ inline const AttrSpec kClampMinAttr{"min", AttrKind::Float, Attribute{-std::nume
 inline const AttrSpec kClampMaxAttr{"max", AttrKind::Float, Attribute{std::numeric_limits<double>::infinity()},
                                     "the upper bound; absent: none"};
 Result<void> clamp_bounds(const OpCall& c);
+// The pooling ops' and their gradients' ceil_mode (PyTorch's): output sizes rounded up (ops/pool_window.h).
+inline const AttrSpec kCeilModeAttr{"ceil_mode", AttrKind::Bool, Attribute{false},
+                                    "round output sizes up: the last window may reach past the right padding"};
 
 // Shared cost helpers.
 int64_t total_bytes(std::span<const TensorType> ts);

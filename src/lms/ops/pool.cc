@@ -1,11 +1,13 @@
 // Pooling in the NC... layout: max_pool1d/2d/3d and avg_pool1d/2d/3d over windows of x[N,C,*sp] (PyTorch
-// semantics with ceil_mode off: stride defaults to the kernel, padding to zero, and padding may be at most
-// half the kernel), and global_avg_pool, which averages all spatial positions into [N,C]. The windowed ops
-// share one shape rule, a template on the spatial rank. All are recomputable.
+// semantics: stride defaults to the kernel, padding to zero, padding may be at most half the kernel, and
+// ceil_mode rounds the output size up, as ops/pool_window.h computes it), and global_avg_pool, which averages all
+// spatial positions into [N,C]. The windowed ops share one shape rule, a template on the spatial rank. All are
+// recomputable.
 #include <fmt/format.h>
 
 #include "lms/autodiff/rules.h"
 #include "lms/ops/op_table.h"
+#include "lms/ops/pool_window.h"
 
 namespace lms::ops {
 
@@ -53,7 +55,7 @@ Result<std::vector<TensorType>> pool_shape(const OpCall& c) {
       return fail("{} output size <= 0 along spatial dimension {}: input {} + 2*pad {} is smaller than kernel {} "
                   "(input {})",
                   c.def.name, i, in, pad[i], kernel[i], to_string(x));
-    out.push_back(span / stride[i] + 1);
+    out.push_back(pooled_size(in, kernel[i], stride[i], pad[i], c.b("ceil_mode")));
   }
   return std::vector<TensorType>{TensorType{x.dtype, out}};
 }
@@ -86,10 +88,12 @@ void define_pool(OpDef& d, bool average, std::string_view doc) {
       {"stride", AttrKind::IntList, Attribute{IntList{}}, "step per spatial dimension; empty: equal to kernel"},
       {"pad", AttrKind::IntList, Attribute{IntList{}},
        "padding on both sides per spatial dimension, at most kernel/2; empty: zeros"},
+      kCeilModeAttr,
   };
   if (average)
     d.attrs.push_back({"count_include_pad", AttrKind::Bool, Attribute{true},
-                       "divide by the full window size, padding included (else by the valid elements)"});
+                       "divide by the window's positions, padding included but not past it (else by the valid "
+                       "elements)"});
   d.traits.recomputable = true;
   d.shape = pool_shape<Rank>;
   d.cost = pool_cost;

@@ -21,7 +21,7 @@ namespace {
 bool is_max_pool(Op op) { return op == Op::max_pool1d || op == Op::max_pool2d || op == Op::max_pool3d; }
 
 // The forward max pooling of y with max_pool_grad node `grad`'s window (full kernel/stride/pad lists, as
-// autodiff writes them) and output type dp; nullopt when y has none.
+// autodiff writes them, and ceil_mode) and output type dp; nullopt when y has none.
 std::optional<NodeId> forward_pool(const Graph& g, ValueId y, NodeId grad) {
   const Attributes& want = g.node(grad).attrs;
   const TensorType& dp = g.value(g.node(grad).inputs[0]).type;
@@ -33,7 +33,7 @@ std::optional<NodeId> forward_pool(const Graph& g, ValueId y, NodeId grad) {
     if (stride.empty()) stride = kernel;
     if (pad.empty()) pad = IntList(kernel.size(), 0);
     if (kernel == want.get_ints("kernel", {}) && stride == want.get_ints("stride", {}) &&
-        pad == want.get_ints("pad", {}))
+        pad == want.get_ints("pad", {}) && n.attrs.get_bool("ceil_mode", false) == want.get_bool("ceil_mode", false))
       return c;
   }
   return std::nullopt;

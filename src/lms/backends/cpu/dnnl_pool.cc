@@ -5,8 +5,10 @@
 // forward into scratch; the loop instead rescans each window for its first maximum (a NaN wins, padding never
 // does) exactly as the reference does, so ties (common after relu) go to the same element. max_pool_argmax and
 // max_pool_grad_by_argmax are the same loop split in two (f32 with i32 positions).
-// Geometry follows PyTorch with ceil_mode off: stride defaults to the kernel, pad to zeros; oneDNN gets
-// symmetric padding, which its floor-division size check accepts. Declined (reference kernel): non-f32.
+// Geometry follows PyTorch: stride defaults to the kernel, pad to zeros; oneDNN gets the padding on the left and,
+// on the right, that padding plus what ceil_mode's last window reaches past it, which its floor-division size
+// check accepts. Declined (reference kernel): non-f32, and an average that counts padding where a ceil_mode
+// window reaches past the padding (oneDNN would count those positions too; PyTorch and the reference do not).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -14,6 +16,7 @@
 
 #include "lms/backends/cpu/dnnl_util.h"
 #include "lms/ops/op.h"
+#include "lms/ops/pool_window.h"
 
 namespace lms::cpu {
 
@@ -21,6 +24,8 @@ namespace {
 
 struct PoolGeometry {
   Dims kernel, stride, pad;
+  Dims pad_end;  // right padding: pad, plus how far ceil_mode's last window reaches past it
+  bool past_padding() const { return pad_end != pad; }
 };
 
 // The window of pooling x -> y; nullopt when the attributes do not describe it (the reference reports why).
@@ -36,24 +41,28 @@ Result<std::optional<PoolGeometry>> pool_geometry(const KernelCall& call, const 
   g.stride = stride.empty() ? g.kernel : Dims(stride.begin(), stride.end());
   if (static_cast<int>(g.stride.size()) != rank) return std::optional<PoolGeometry>();
   g.pad = LMS_TRY(spatial(call, "pad", rank, 0));
+  const bool ceil_mode = call.attrs->get_bool("ceil_mode", false);
   for (int i = 0; i < rank; ++i) {
     const int64_t span = x[2 + i] + 2 * g.pad[i] - g.kernel[i];
-    if (g.kernel[i] < 1 || g.stride[i] < 1 || g.pad[i] < 0 || g.pad[i] > g.kernel[i] / 2 ||
-        span < 0 || span / g.stride[i] + 1 != y[2 + i])
+    if (g.kernel[i] < 1 || g.stride[i] < 1 || g.pad[i] < 0 || g.pad[i] > g.kernel[i] / 2 || span < 0 ||
+        pooled_size(x[2 + i], g.kernel[i], g.stride[i], g.pad[i], ceil_mode) != y[2 + i])
       return std::optional<PoolGeometry>();
+    g.pad_end.push_back(std::max(g.pad[i], (y[2 + i] - 1) * g.stride[i] + g.kernel[i] - x[2 + i] - g.pad[i]));
   }
   return std::optional<PoolGeometry>(std::move(g));
 }
 
+bool counts_padding(const KernelCall& call) { return call.attrs->get_bool("count_include_pad", true); }
+
 dnnl::algorithm pool_algorithm(const KernelCall& call, bool average) {
   if (!average) return dnnl::algorithm::pooling_max;
-  return call.attrs->get_bool("count_include_pad", true) ? dnnl::algorithm::pooling_avg_include_padding
-                                                         : dnnl::algorithm::pooling_avg_exclude_padding;
+  return counts_padding(call) ? dnnl::algorithm::pooling_avg_include_padding
+                              : dnnl::algorithm::pooling_avg_exclude_padding;
 }
 
 dnnl::pooling_forward::desc forward_desc(dnnl::prop_kind prop, dnnl::algorithm alg, const memory::desc& x,
                                          const memory::desc& y, const PoolGeometry& g) {
-  return dnnl::pooling_forward::desc(prop, alg, x, y, g.stride, g.kernel, g.pad, g.pad);
+  return dnnl::pooling_forward::desc(prop, alg, x, y, g.stride, g.kernel, g.pad, g.pad_end);
 }
 
 KernelPtr pool_forward(DnnlContext& ctx, const KernelCall& call, bool average, const PoolGeometry& g) {
@@ -73,7 +82,7 @@ KernelPtr avg_pool_backward(DnnlContext& ctx, const KernelCall& call, const Pool
   const dnnl::algorithm alg = pool_algorithm(call, true);
   dnnl::pooling_forward::primitive_desc hint(forward_desc(dnnl::prop_kind::forward_training, alg, dx, dy, g),
                                              ctx.engine);
-  dnnl::pooling_backward::desc desc(alg, dx, dy, g.stride, g.kernel, g.pad, g.pad);
+  dnnl::pooling_backward::desc desc(alg, dx, dy, g.stride, g.kernel, g.pad, g.pad_end);
   dnnl::pooling_backward::primitive_desc pd(desc, user_scratchpad(), ctx.engine, hint);
   auto k = std::make_unique<CpuKernel>(ctx);
   k->add_primitive(dnnl::pooling_backward(pd), pd.scratchpad_desc(),
@@ -200,7 +209,7 @@ Result<KernelPtr> build_pool(DnnlContext& ctx, const KernelCall& call) {
     case Op::avg_pool3d: {
       const bool average = call.op == Op::avg_pool1d || call.op == Op::avg_pool2d || call.op == Op::avg_pool3d;
       auto g = LMS_TRY(pool_geometry(call, in_shape(call, 0), out_shape(call, 0)));
-      if (!g) return KernelPtr();
+      if (!g || (average && counts_padding(call) && g->past_padding())) return KernelPtr();
       return pool_forward(ctx, call, average, *g);
     }
     case Op::max_pool_grad: {
@@ -211,7 +220,7 @@ Result<KernelPtr> build_pool(DnnlContext& ctx, const KernelCall& call) {
     }
     case Op::avg_pool_grad: {
       auto g = LMS_TRY(pool_geometry(call, out_shape(call, 0), in_shape(call, 0)));
-      if (!g) return KernelPtr();
+      if (!g || (counts_padding(call) && g->past_padding())) return KernelPtr();
       return avg_pool_backward(ctx, call, *g);
     }
     default: return KernelPtr();

@@ -205,7 +205,7 @@ Result<void> CudaBackend::allocate_arenas(int64_t device_bytes, int64_t host_byt
 
 Result<std::vector<int64_t>> CudaBackend::workspace_bytes(const Graph& g) {
   return workspace_bytes_from_types(g, [&](NodeId, const KernelCall& call) -> Result<int64_t> {
-    if (cuda::is_own_op(call.op)) return cuda::own_workspace_bytes(call);
+    if (cuda::is_own_call(call)) return cuda::own_workspace_bytes(call);
     std::string key = workspace_key(call);
     if (auto it = impl_->workspace_cache.find(key); it != impl_->workspace_cache.end()) return it->second;
     const int64_t bytes = LMS_TRY(cuda::dnn_workspace_bytes(*impl_->dnn, call));

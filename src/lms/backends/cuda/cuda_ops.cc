@@ -329,6 +329,15 @@ Result<OwnKernel> max_pool_grad(const Args& a, const Launcher& l) {
   });
 }
 
+// max or average pooling with ceil_mode (is_own_call): the reference's loops, one output element per index.
+Result<OwnKernel> pool_forward(const Args& a, const Launcher& l, bool average) {
+  const PoolWindows w = LMS_TRY(pool_windows(a, a.in(0).shape, a.out(0).shape));
+  const bool include_pad = average && a.c.b("count_include_pad");
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, PoolForward<T>{in<T>(a, 0), out<T>(a, 0), w, average, include_pad}, elements(a.out(0)));
+  });
+}
+
 // max_pool_argmax (x) -> i32 positions: max_pool_grad's first pass, as an op.
 Result<OwnKernel> max_pool_argmax(const Args& a, const Launcher& l) {
   if (a.out(0).dtype != DType::i32) return fail("{} output must be i32, got {}", a.name(), to_string(a.out(0)));
@@ -646,6 +655,19 @@ bool is_own_op(Op op) {
   }
 }
 
+bool is_own_call(const KernelCall& call) {
+  if (is_own_op(call.op)) return true;
+  switch (call.op) {
+    case Op::max_pool1d:
+    case Op::max_pool2d:
+    case Op::max_pool3d:
+    case Op::avg_pool1d:
+    case Op::avg_pool2d:
+    case Op::avg_pool3d: return call.attrs != nullptr && call.attrs->get_bool("ceil_mode", false);
+    default: return false;
+  }
+}
+
 Result<int64_t> own_workspace_bytes(const KernelCall& call) {
   const auto doubles = [](int64_t n) { return n * static_cast<int64_t>(sizeof(double)); };
   switch (call.op) {
@@ -667,7 +689,7 @@ Result<int64_t> own_workspace_bytes(const KernelCall& call) {
 }
 
 Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, const Launcher& l) {
-  if (!is_own_op(call.op)) return std::optional<OwnKernel>{};
+  if (!is_own_call(call)) return std::optional<OwnKernel>{};
   LMS_TRY_VOID(check_kernel_call(call));
   const int64_t need = LMS_TRY(own_workspace_bytes(call));
   if (call.workspace_bytes < need || (need > 0 && call.workspace == nullptr))
@@ -698,6 +720,12 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::clamp_grad:
         return activation_grad(a, l, GradKind::clamp, clamp_bounds(a).first, clamp_bounds(a).second);
       case Op::global_avg_pool: return global_avg_pool(a, l);
+      case Op::max_pool1d:
+      case Op::max_pool2d:
+      case Op::max_pool3d: return pool_forward(a, l, false);
+      case Op::avg_pool1d:
+      case Op::avg_pool2d:
+      case Op::avg_pool3d: return pool_forward(a, l, true);
       case Op::max_pool_grad: return max_pool_grad(a, l);
       case Op::max_pool_argmax: return max_pool_argmax(a, l);
       case Op::max_pool_grad_by_argmax: return max_pool_grad_by_argmax(a, l);

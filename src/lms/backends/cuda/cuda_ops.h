@@ -26,6 +26,9 @@ using OwnKernel = std::function<Result<void>()>;
 
 // True for the ops prepare_own_kernel handles.
 bool is_own_op(Op op);
+// True for the calls prepare_own_kernel handles: those of own ops, and max and average pooling with ceil_mode
+// (cuDNN's pooling takes symmetric padding only; pooling without it runs on cuDNN).
+bool is_own_call(const KernelCall& call);
 
 // The node's launches with its buffers and geometry bound, after checking the call against the op's shape
 // rule. nullopt: not an own op. Errors: a malformed call, an unsupported dtype, a rank above kMaxDims, or a

@@ -7,14 +7,16 @@
 //   batch_norm_grad  (dy, x, gamma, mean, invstd) -> (dx, dgamma, dbeta): cudnnBatchNormalizationBackward with
 //                    mean and invstd as its saved statistics, so it does not recompute them.
 //   max_pool1d/2d/3d, avg_pool1d/2d/3d: cudnnPoolingForward (CUDNN_POOLING_MAX_DETERMINISTIC, NaN propagating;
-//                    CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING or _EXCLUDE_PADDING per count_include_pad).
+//                    CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING or _EXCLUDE_PADDING per count_include_pad);
+//                    with ceil_mode they are own kernels instead (cuDNN's padding is symmetric).
 //   max_pool_grad and avg_pool_grad are own kernels (cuda_ops.h), not cuDNN: the reference sends dy to the FIRST
 //                    maximum of a window, and which of tied maxima cuDNN's backward picks is undocumented (ties
 //                    are common after a relu: zeros); cuDNN's average backward wants y and x pointers whose use it
 //                    does not document, and the own kernel is bit-identical to the reference.
 // x[N, C, *sp] is cuDNN's 4-D or 5-D tensor: 1-D pooling and [N,C] / [N,C,L] batch norm get trailing size-1
 // dimensions (window 1, stride 1, pad 0), batch norm above rank 5 folds its spatial dimensions into one. Geometry
-// follows the reference (PyTorch, ceil_mode off): stride defaults to the kernel, pad to zeros, pad <= kernel/2.
+// follows the reference (PyTorch, ceil_mode off here): stride defaults to the kernel, pad to zeros, pad <=
+// kernel/2.
 // Precondition: the call passed the op's shape rule; the shapes the descriptors are built from are rechecked.
 #include <cmath>
 #include <optional>

@@ -439,6 +439,12 @@ struct PoolWindows {
            (i2 - (o2 * stride[2] - pad[2]));
   }
   LMS_HD int64_t window_volume() const { return k[0] * k[1] * k[2]; }
+  // How many positions of output o's window along dimension d an average counting padding divides by: the
+  // window clipped to the padded input (ops/pool_window.h's counted_window).
+  LMS_HD int64_t counted(int d, int64_t o) const {
+    const int64_t first = o * stride[d] - pad[d], end = first + k[d];
+    return (end < in[d] + pad[d] ? end : in[d] + pad[d]) - first;
+  }
   // The input positions along dimension d in output o's window (padding excluded).
   LMS_HD int64_t valid(int d, int64_t o) const {
     const int64_t first = o * stride[d] - pad[d], last = first + k[d] - 1;
@@ -466,6 +472,45 @@ struct PoolWindows {
       for (int64_t o1 = f1; o1 <= l1; ++o1)
         for (int64_t o2 = f2; o2 <= l2; ++o2)
           f(plane * in_plane(), plane * out_plane(), (o0 * out[1] + o1) * out[2] + o2, o0, o1, o2);
+  }
+};
+
+// Max or average pooling forward, one output element per index, as the reference's loops: the window's first
+// maximum, or its sum in double in row-major window order over the divisor AvgPoolGrad uses. The cuda backend
+// runs it for ceil_mode pools only (cuDNN's pooling takes symmetric padding); the rest run on cuDNN.
+template <class T>
+struct PoolForward {
+  const T* x;
+  T* y;
+  PoolWindows w;
+  bool average, include_pad;
+  LMS_HD void operator()(int64_t j) const {
+    const int64_t plane = w.quot(j, w.out_plane());
+    int64_t o0, o1, o2;
+    w.coords(w.rem(j, w.out_plane()), w.out, o0, o1, o2);
+    const T* xp = x + plane * w.in_plane();
+    if (!average) {
+      const int64_t best = w.argmax(xp, o0, o1, o2);
+      y[j] = best < 0 ? T(0) : xp[best];
+      return;
+    }
+    double sum = 0;
+    for (int64_t k0 = 0; k0 < w.k[0]; ++k0) {
+      const int64_t i0 = o0 * w.stride[0] - w.pad[0] + k0;
+      if (i0 < 0 || i0 >= w.in[0]) continue;
+      for (int64_t k1 = 0; k1 < w.k[1]; ++k1) {
+        const int64_t i1 = o1 * w.stride[1] - w.pad[1] + k1;
+        if (i1 < 0 || i1 >= w.in[1]) continue;
+        for (int64_t k2 = 0; k2 < w.k[2]; ++k2) {
+          const int64_t i2 = o2 * w.stride[2] - w.pad[2] + k2;
+          if (i2 < 0 || i2 >= w.in[2]) continue;
+          sum += static_cast<double>(xp[(i0 * w.in[1] + i1) * w.in[2] + i2]);
+        }
+      }
+    }
+    const int64_t divisor = include_pad ? w.counted(0, o0) * w.counted(1, o1) * w.counted(2, o2)
+                                        : w.valid(0, o0) * w.valid(1, o1) * w.valid(2, o2);
+    y[j] = static_cast<T>(sum / static_cast<double>(divisor));
   }
 };
 
@@ -532,8 +577,9 @@ struct MaxPoolGrad {
 
 // avg_pool_grad by gathering, one input element per index: the sum of dy / divisor over the windows holding
 // it, in ascending output order, in double: the reference scatters the same shares in that order into a double
-// accumulator. The divisor is the window size, or with count_include_pad off its positions inside the input
-// (the product of the per-dimension counts, as the reference's count of the window's positions).
+// accumulator. The divisor is the window's positions inside the padded input (the window size but for a ceil_mode
+// window reaching past the padding), or with count_include_pad off its positions inside the input (the product
+// of the per-dimension counts, as the reference's count of the window's positions).
 template <class T>
 struct AvgPoolGrad {
   const T* dy;
@@ -543,8 +589,8 @@ struct AvgPoolGrad {
   LMS_HD void operator()(int64_t i) const {
     double acc = 0;
     w.for_covering(i, [&](int64_t, int64_t out_base, int64_t o, int64_t o0, int64_t o1, int64_t o2) {
-      const int64_t divisor =
-          include_pad ? w.k[0] * w.k[1] * w.k[2] : w.valid(0, o0) * w.valid(1, o1) * w.valid(2, o2);
+      const int64_t divisor = include_pad ? w.counted(0, o0) * w.counted(1, o1) * w.counted(2, o2)
+                                          : w.valid(0, o0) * w.valid(1, o1) * w.valid(2, o2);
       acc += static_cast<double>(dy[out_base + o]) / static_cast<double>(divisor);
     });
     dx[i] = static_cast<T>(acc);

@@ -1,10 +1,11 @@
 // Reference pooling: max_pool1d/2d/3d, avg_pool1d/2d/3d, global_avg_pool, the two windowed gradients, and
 // max_pool_argmax with max_pool_grad_by_argmax (max_pool_grad in two steps, the first in the forward pass).
-// PyTorch semantics with ceil_mode off: stride defaults to the kernel, pad to zeros, and pad <= kernel/2, so
-// every window holds at least one input element. Max pooling picks the FIRST maximum of its window in
-// row-major window order (padding never wins; a NaN wins, as PyTorch propagates NaN), and max_pool_grad sends
-// each dy element to exactly that element, so the forward op and its gradient agree by construction: both call
-// window_argmax. The gradients scatter into a double accumulator per (n, c) plane in output order.
+// PyTorch semantics: stride defaults to the kernel, pad to zeros, pad <= kernel/2, and ceil_mode's last window
+// starts inside the input or its left padding, so every window holds at least one input element. Max pooling
+// picks the FIRST maximum of its window in row-major window order (padding never wins; a NaN wins, as PyTorch
+// propagates NaN), and max_pool_grad sends each dy element to exactly that element, so the forward op and its
+// gradient agree by construction: both call window_argmax. The gradients scatter into a double accumulator
+// per (n, c) plane in output order.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "lms/backends/reference/families.h"
+#include "lms/ops/pool_window.h"
 
 namespace lms::reference {
 
@@ -65,9 +67,15 @@ int64_t window_argmax(const Windows& w, const T* plane, int64_t od, int64_t oh, 
   return best;  // pad <= kernel/2 guarantees a non-empty window
 }
 
-// The number avg pooling divides a window's sum by.
+// The number avg pooling divides a window's sum by: with count_include_pad the window's positions inside the
+// padded input (the kernel size but for a ceil_mode window reaching past the padding), else its input elements.
 int64_t avg_divisor(const Windows& w, bool count_include_pad, int64_t od, int64_t oh, int64_t ow) {
-  if (count_include_pad) return window_size(w);
+  if (count_include_pad) {
+    const int64_t o[kMaxSpatial] = {od, oh, ow};
+    int64_t n = 1;
+    for (int d = 0; d < kMaxSpatial; ++d) n *= counted_window(o[d], w[d].k, w[d].stride, w[d].pad, w[d].in);
+    return n;
+  }
   int64_t n = 0;
   for_window(w, od, oh, ow, [&](int64_t) { ++n; });
   return n;
@@ -159,13 +167,15 @@ Result<Windows> pool_geometry(const Args& a, const Shape& x, const Shape& y) {
   if (static_cast<int>(stride.size()) != rank)
     return fail("{} attribute 'stride' = {} needs {} entries", a.name(), to_string(Attribute{stride}), rank);
   IntList pad = LMS_TRY(spatial_attr(a, "pad", rank, 0));
+  const bool ceil_mode = a.c.b("ceil_mode");
   for (int i = 0; i < rank; ++i) {
     const int64_t span = x[2 + i] + 2 * pad[i] - kernel[i];
     if (kernel[i] < 1 || stride[i] < 1 || pad[i] < 0 || pad[i] > kernel[i] / 2 || span < 0 ||
-        span / stride[i] + 1 != y[2 + i])
-      return fail("{} spatial dimension {}: input {} with kernel {}, stride {}, pad {} does not give output {} (x {}, "
-                  "y {})",
-                  a.name(), i, x[2 + i], kernel[i], stride[i], pad[i], y[2 + i], to_string(x), to_string(y));
+        pooled_size(x[2 + i], kernel[i], stride[i], pad[i], ceil_mode) != y[2 + i])
+      return fail("{} spatial dimension {}: input {} with kernel {}, stride {}, pad {}{} does not give output {} (x "
+                  "{}, y {})",
+                  a.name(), i, x[2 + i], kernel[i], stride[i], pad[i], ceil_mode ? ", ceil_mode" : "", y[2 + i],
+                  to_string(x), to_string(y));
   }
   return make_windows(x, y, kernel, stride, pad, IntList(static_cast<size_t>(rank), 1));
 }
