@@ -12,9 +12,10 @@ packages=(
   libonnx-dev libprotobuf-dev                            # reading .onnx models (ONNX import)
   dataset-fashion-mnist                                  # the real data set used by `lms train`
   clang-14 libclang-rt-14-dev                            # libFuzzer target for the IR parser
+  python3-numpy                                          # the test that numpy reads the .npz files we write
 )
 if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-pthread)
+  packages+=(python3-torch python3-torchvision libopenblas0-pthread)
 elif [ $# -gt 0 ]; then
   echo "install-deps: unknown option '$1' (options: --bench)" >&2
   exit 2
