@@ -15,10 +15,13 @@
 // Each step takes the highest position p* of live[] and, among the moves that free bytes at p*, the one with
 // the most bytes freed per second added: swap or recompute a kept value (whichever adds less time), delay
 // a chosen prefetch's trigger to p* (less prefetch, more stall: what lets tight budgets fit), or recompute a
-// swapped value whose prefetch is live at p*. It stops when live[] fits the target. The estimate ignores
-// fragmentation and the time the copies and clones shift the schedule; the exact plan and the time simulation
-// of the rewritten graph are the judges (plan_auto retries with a lower target when the exact plan does not
-// fit).
+// swapped value whose prefetch is live at p*; and, only when none of these frees anything at p*, swap a kept
+// value whose prefetch would have to start before p* to hide with its trigger at p* (both of the first moves
+// at once: a value several GB large whose backward readers come within a few ms, mobilenet_v2's expanded
+// layers at large batches, has no trigger after its peak from which it would hide). It stops when live[] fits
+// the target. The estimate ignores fragmentation and the time the copies and clones shift the schedule; the
+// exact plan and the time simulation of the rewritten graph are the judges (plan_auto retries with a lower
+// target when the exact plan does not fit, or when the greedy gets stuck before reaching its first target).
 //
 // Note [Auto holds]
 // A swapped value's space is free for reuse once its last forward reader has run, but the op that reuses it must
@@ -65,6 +68,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 #include "lms/ir/verifier.h"
@@ -169,8 +173,9 @@ struct Greedy {
     std::sort(queue_in.begin(), queue_in.end());
     std::sort(queue_out.begin(), queue_out.end(), std::greater<>());
   }
-  double swap_cost(int i, double t0, double now) const {
-    return std::max(unhidden(cands[i], cands[i].trigger), queue_lateness(i, t0) - now);
+  // The added time of swapping cands[i] with its prefetch triggered by `trigger`.
+  double swap_cost(int i, int trigger, double t0, double now) const {
+    return std::max(unhidden(cands[i], trigger), queue_lateness(i, t0) - now);
   }
   void add(int lo, int hi, int64_t bytes) {  // positions [lo, hi]
     for (int p = std::max(lo, 0); p <= hi && p < static_cast<int>(live.size()); ++p) live[p] += bytes;
@@ -353,7 +358,7 @@ struct Greedy {
     // The moves (Note [Auto estimate]): swap or recompute a kept value; delay a chosen swap's prefetch to the
     // peak; or recompute a swapped value instead (its prefetch is live at the peak; a swap that hid at an early
     // peak can cost more than its recomputation once the peak has moved to its prefetch).
-    enum class Move : uint8_t { swap, recompute, delay, swap_to_recompute };
+    enum class Move : uint8_t { swap, swap_delayed, recompute, delay, swap_to_recompute };
     while (true) {
       const int peak = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
       if (live[peak] <= target) return true;
@@ -364,21 +369,32 @@ struct Greedy {
       int best = -1;
       Move best_move = Move::swap;
       double best_score = -1, best_cost = 0;
-      for (size_t i = 0; i < cands.size(); ++i) {
-        const Candidate& c = cands[i];
-        auto consider = [&](Move m, double cost) {
-          const double score = static_cast<double>(c.bytes) / (std::max(cost, 0.0) + eps);
-          if (score > best_score) best = static_cast<int>(i), best_move = m, best_score = score, best_cost = cost;
-        };
-        if (c.state == State::keep) {
-          if (peak <= c.fwd_end) continue;
-          if (peak <= swap_trigger(c) && mix != Mix::recompute_only && host_bytes + c.bytes <= o.host_budget_bytes)
-            consider(Move::swap, swap_cost(static_cast<int>(i), t0, now));
-          if (peak < recompute_at(c) && may_recompute(c)) consider(Move::recompute, c.recompute_seconds);
-        } else if (c.state == State::swap && peak > c.trigger && peak < c.bwd_first) {
-          consider(Move::delay, unhidden(c, peak) - unhidden(c, c.trigger));
-          if (mix != Mix::both_strict && peak < recompute_at(c) && may_recompute(c))
-            consider(Move::swap_to_recompute, c.recompute_seconds - c.seconds);
+      // Last resort, when no other move frees bytes at the peak: swap a kept value whose prefetch would have to
+      // start before the peak to hide, with its prefetch started right after the peak instead (the two moves
+      // swap and delay at once; its first reader waits for the copy).
+      for (const bool last_resort : {false, true}) {
+        if (best >= 0) break;
+        for (size_t i = 0; i < cands.size(); ++i) {
+          const Candidate& c = cands[i];
+          auto consider = [&](Move m, double cost) {
+            const double score = static_cast<double>(c.bytes) / (std::max(cost, 0.0) + eps);
+            if (score > best_score) best = static_cast<int>(i), best_move = m, best_score = score, best_cost = cost;
+          };
+          const bool swappable = mix != Mix::recompute_only && host_bytes + c.bytes <= o.host_budget_bytes;
+          if (last_resort) {
+            if (c.state == State::keep && swappable && peak > c.fwd_end && peak > swap_trigger(c) &&
+                peak < c.bwd_first && peak < first_clone[c.value.v])
+              consider(Move::swap_delayed, swap_cost(static_cast<int>(i), peak, t0, now));
+          } else if (c.state == State::keep) {
+            if (peak <= c.fwd_end) continue;
+            if (peak <= swap_trigger(c) && swappable)
+              consider(Move::swap, swap_cost(static_cast<int>(i), c.trigger, t0, now));
+            if (peak < recompute_at(c) && may_recompute(c)) consider(Move::recompute, c.recompute_seconds);
+          } else if (c.state == State::swap && peak > c.trigger && peak < c.bwd_first) {
+            consider(Move::delay, unhidden(c, peak) - unhidden(c, c.trigger));
+            if (mix != Mix::both_strict && peak < recompute_at(c) && may_recompute(c))
+              consider(Move::swap_to_recompute, c.recompute_seconds - c.seconds);
+          }
         }
       }
       if (best < 0) return false;
@@ -390,9 +406,10 @@ struct Greedy {
           free_over(c, c.fwd_end + 1, c.trigger);
           break;
         case Move::swap:
+        case Move::swap_delayed:
           c.state = State::swap;
           c.seconds = best_cost;
-          c.trigger = swap_trigger(c);
+          c.trigger = best_move == Move::swap ? swap_trigger(c) : peak;
           free_over(c, c.fwd_end + 1, c.trigger);
           swapped.push_back(best);
           host_bytes += c.bytes;
@@ -588,6 +605,15 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
                             Mix mix, const std::vector<int>& pinned = {}, std::vector<Candidate>* chosen = nullptr) {
   AutoResult best;
   int64_t target = o.budget_bytes, reached_target = -1;
+  // The last round's decisions and the exact plan they got, which did not fit: a lower target often leaves the
+  // greedy with the same decisions, and the same decisions make the same plan.
+  std::vector<std::tuple<State, int, int, int, double>> last_decisions;
+  AutoResult last;
+  auto decisions = [](const std::vector<Candidate>& cs) {
+    std::vector<std::tuple<State, int, int, int, double>> d;
+    for (const Candidate& c : cs) d.emplace_back(c.state, c.trigger, c.hold, c.bwd_first, c.seconds);
+    return d;
+  };
   for (int round = 1; round <= o.max_rounds; ++round) {
     std::vector<Candidate> cands = candidates;  // the greedy marks its choices on its copy
     Greedy greedy(scheduled, tl, o, cands, live0, mix);
@@ -596,7 +622,8 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
       greedy.choose_recompute(cands[static_cast<size_t>(i)]);
     }
     const bool reached = greedy.run(target);
-    AutoResult r = LMS_TRY(realize(scheduled, cands, exact, o));
+    auto now = decisions(cands);
+    AutoResult r = now == last_decisions ? last : LMS_TRY(realize(scheduled, cands, exact, o));
     // A plan that fits: the same choices with holds, full length, else half length, when that fits and is
     // faster (Note [Auto holds]). Replaces `plan` and leaves the greedy's state as that plan's.
     auto with_holds = [&](AutoResult& plan) -> Result<void> {
@@ -640,6 +667,8 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
       if (chosen) *chosen = std::move(cands);
       return r;
     }
+    last = r;
+    last_decisions = std::move(now);
     if (r.memory.device_arena_bytes <= o.budget_bytes) {
       r.why = Error{fmt::format("does not fit the host: the plan needs {} of host memory for swapped tensors, the "
                                 "host budget is {}",
@@ -661,6 +690,14 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
       reached_target = target;
       target -= (best.memory.device_arena_bytes - o.budget_bytes) +
                 static_cast<int64_t>(o.retry_step * static_cast<double>(o.budget_bytes));
+    } else if (reached_target < 0 && pinned.empty()) {
+      // Stuck before it ever reached a target: which recomputations the greedy refuses depends on the target
+      // (may_recompute), and a lower one can steer it out of the corner it painted itself into here. Lower it by
+      // the estimate's overshoot (and a step). mobilenet_v2 at batch 830 and 16 GiB: the plain greedy fits at
+      // its fifth target, 0.75 of the budget.
+      const int64_t overshoot = *std::max_element(greedy.live.begin(), greedy.live.end()) - target;
+      target -= overshoot + static_cast<int64_t>(o.retry_step * static_cast<double>(o.budget_bytes));
+      if (target <= 0) break;
     } else {
       if (reached_target < 0 || reached_target - target < o.retry_step * static_cast<double>(o.budget_bytes)) break;
       target = reached_target - (reached_target - target) / 2;
