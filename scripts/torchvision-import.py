@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Exports torchvision's classification models as a user would for LMS (training mode, opset 14, no constant
-folding, a symbolic batch; their Dropouts export in training mode and import as LMS's dropout) and imports each with
-`lms stats`, printing one line per model: imported (with its parameter count) or the import's error line.
+folding, a symbolic batch; their Dropouts export in training mode and import as LMS's dropout; stochastic depth,
+whose Bernoulli PyTorch 1.13 cannot export, is switched off) and imports each with `lms stats`, printing one line
+per model: imported (with its parameter count) or the import's error line.
 A survey of what the ONNX importer covers, not a test: CI has no torchvision.
 
     /usr/bin/python3 scripts/torchvision-import.py [--lms build/bin/lms] [--image 64] [model ...]
@@ -17,6 +18,7 @@ import warnings
 
 import torch
 import torchvision.models as models
+import torchvision.ops as ops
 
 DEFAULT_MODELS = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v2", "mobilenet_v3_small",
                   "mobilenet_v3_large", "densenet121", "shufflenet_v2_x1_0", "regnet_y_400mf", "mnasnet0_5",
@@ -27,6 +29,9 @@ def export(name, path, image):
     model = getattr(models, name)(num_classes=10, **({"aux_logits": False, "init_weights": True}
                                                      if name == "googlenet" else {}))
     model.train()
+    for module in model.modules():  # efficientnet's and convnext's: no ONNX form of torch.bernoulli in training mode
+        if isinstance(module, ops.StochasticDepth):
+            module.p = 0.0
     torch.onnx.export(model, (torch.randn(2, 3, image, image),), path, input_names=["input"],
                       output_names=["logits"], opset_version=14, training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
