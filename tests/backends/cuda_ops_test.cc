@@ -55,6 +55,8 @@ double cuda_tolerance(const OpCase& c) {
     case Op::max_pool_grad: return 0;
     case Op::gelu:
     case Op::gelu_grad:
+    case Op::silu:
+    case Op::silu_grad:
     case Op::sigmoid:
     case Op::tanh:
     case Op::sqrt:

@@ -1,5 +1,6 @@
 // The ONNX importer's fusions of decomposed operators, on OnnxModel values built here: GELU in its erf and tanh
-// forms (io/onnx_gelu.h) and layer norm before opset 17 (io/onnx_layer_norm.h), each matched in the orders and
+// forms (io/onnx_gelu.h), SiLU as x * sigmoid(x) (io/onnx_silu.h) and layer norm before opset 17
+// (io/onnx_layer_norm.h), each matched in the orders and
 // spellings exporters and hand-written modules produce, left alone when an intermediate is shared or a constant
 // is wrong, and imported to exactly the graph the explicit operator gives. Also the activations that map to one
 // op or a few (Sigmoid, Tanh, Clip, HardSigmoid, HardSwish) and zero padding. The fixtures
@@ -147,6 +148,26 @@ TEST(OnnxImportActivations, SigmoidTanhAndGeluForms) {
   EXPECT_NE(g.find("sigmoid(%x)"), std::string::npos) << g;
   EXPECT_NE(g.find("tanh(%"), std::string::npos) << g;
   EXPECT_NE(import_error(explicit_gelu("fast")).find("approximate = \"fast\" is not a GELU form"), std::string::npos);
+}
+
+// PyTorch's export of nn.SiLU: Mul(x, Sigmoid(x)), in either operand order, becomes silu(x); a sigmoid with another
+// reader, or a product with something else, stays as it is.
+TEST(OnnxSiluFusion, EitherOrderAndOnlyTheSigmoidsOwnInput) {
+  for (bool sigmoid_first : {false, true}) {
+    const OnnxModel m = model({node("Sigmoid", {"x"}, {"s"}),
+                               node("Mul", sigmoid_first ? std::vector<std::string>{"s", "x"}
+                                                         : std::vector<std::string>{"x", "s"}, {"y"})}, {});
+    const std::string g = imported(m);
+    EXPECT_NE(g.find("%y = silu(%x)"), std::string::npos) << g;
+    EXPECT_EQ(g.find("sigmoid"), std::string::npos) << g;
+  }
+  const std::string shared = imported(model({node("Sigmoid", {"x"}, {"s"}), node("Mul", {"x", "s"}, {"m"}),
+                                             node("Add", {"m", "s"}, {"y"})}, {}));
+  EXPECT_NE(shared.find("%s = sigmoid(%x)"), std::string::npos) << shared;
+  EXPECT_NE(shared.find("%m = mul(%x, %s)"), std::string::npos) << shared;
+  const std::string other = imported(model({node("Tanh", {"x"}, {"t"}), node("Sigmoid", {"x"}, {"s"}),
+                                            node("Mul", {"t", "s"}, {"y"})}, {}));
+  EXPECT_NE(other.find("%y = mul(%t, %s)"), std::string::npos) << other;
 }
 
 TEST(OnnxImportArithmetic, PowNegSqrtReciprocalAndDivisionByData) {

@@ -21,6 +21,7 @@ Result<void> grad_global_avg_pool(GradContext& c);
 // rules_tensor.cc
 Result<void> grad_relu(GradContext& c);
 Result<void> grad_gelu(GradContext& c);
+Result<void> grad_silu(GradContext& c);
 Result<void> grad_sigmoid(GradContext& c);
 Result<void> grad_tanh(GradContext& c);
 Result<void> grad_clamp(GradContext& c);

@@ -51,6 +51,12 @@ Result<void> grad_gelu(GradContext& c) {
   return {};
 }
 
+// silu_grad reads x: the forward keeps nothing but its input (x * sigmoid(x) written out keeps sigmoid(x) too).
+Result<void> grad_silu(GradContext& c) {
+  if (c.needs(0)) c.set_grad(0, c.emit(Op::silu_grad, {c.dy(), c.inputs[0]}, {}, c.name(0)));
+  return {};
+}
+
 Result<void> grad_sigmoid(GradContext& c) { return grad_from_output(c, Op::sigmoid_grad); }
 Result<void> grad_tanh(GradContext& c) { return grad_from_output(c, Op::tanh_grad); }
 Result<void> grad_sqrt(GradContext& c) { return grad_from_output(c, Op::sqrt_grad); }

@@ -14,6 +14,7 @@
 #include "lms/io/onnx_fold.h"
 #include "lms/io/onnx_gelu.h"
 #include "lms/io/onnx_layer_norm.h"
+#include "lms/io/onnx_silu.h"
 #include "lms/io/onnx_importer.h"
 
 namespace lms {
@@ -65,6 +66,7 @@ Result<void> Importer::unary(const OnnxNode& n) {
   const std::string& t = n.op_type;
   if (t == "Neg") return define(n, b_.op(Op::scale, {LMS_TRY(data(n, 0))}, attrs({{"factor", -1.0}}), out_name(n)));
   const Op op = t == "Gelu"         ? Op::gelu
+                : t == "Silu"       ? Op::silu
                 : t == "Sigmoid"    ? Op::sigmoid
                 : t == "Tanh"       ? Op::tanh
                 : t == "Sqrt"       ? Op::sqrt
@@ -531,6 +533,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"Reshape", &Importer::reshape_like},
       {"Shape", &Importer::shape},
       {"Sigmoid", &Importer::unary},
+      {"Silu", &Importer::unary},  // fuse_silu's, not an ONNX operator
       {"Slice", &Importer::slice},
       {"Softmax", &Importer::softmax},
       {"Split", &Importer::split},
@@ -587,7 +590,7 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
     initializers_.insert(name);
   }
   ValueId x = LMS_TRY(data_input());
-  const std::vector<OnnxNode> nodes = fuse_layer_norm(fuse_gelu(model_.nodes, model_), model_);
+  const std::vector<OnnxNode> nodes = fuse_silu(fuse_layer_norm(fuse_gelu(model_.nodes, model_), model_), model_);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const OnnxNode& n = nodes[i];
     const std::string where = fmt::format("node '{}' ({})", n.name.empty() ? fmt::format("#{}", i) : n.name, n.op_type);

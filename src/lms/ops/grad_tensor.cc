@@ -1,4 +1,4 @@
-// The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, sigmoid_grad,
+// The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, silu_grad, sigmoid_grad,
 // tanh_grad, clamp_grad, sqrt_grad, reciprocal_grad, softmax_grad,
 // embedding_grad, cross_entropy_grad, broadcast_to and sum_to (broadcasting and its inverse), slice_grad, and
 // batch norm's running-statistics update bn_running_update (in place on two `state` values, the only
@@ -18,6 +18,8 @@ namespace {
 constexpr double kReluGradFlopsPerElement = 1;
 // gelu_grad: Phi(x) (erf) and phi(x) (exp) dominate; with the multiplies, about twice gelu's count.
 constexpr double kGeluGradFlopsPerElement = 16;
+// silu_grad: a sigmoid and dy * s * (1 + x (1 - s)).
+constexpr double kSiluGradFlopsPerElement = 8;
 // sigmoid_grad dy*y*(1-y), tanh_grad dy*(1-y*y), sqrt_grad dy/(2y), reciprocal_grad -dy*y*y: about three
 // flops from the forward's output.
 constexpr double kFromOutputGradFlopsPerElement = 3;
@@ -195,6 +197,12 @@ void define_grad_tensor_ops(OpTable& t) {
     d.attrs = {kGeluApproximateAttr};
     d.shape = gelu_grad_shape;
     d.cost = per_output_cost<kGeluGradFlopsPerElement>;
+  }
+  {
+    OpDef& d = grad_op(t.define(Op::silu_grad), {"dy", "x"},
+                       "gradient of silu from its input: dy * s * (1 + x * (1 - s)), s = sigmoid(x)");
+    d.shape = same_type_pair;
+    d.cost = per_output_cost<kSiluGradFlopsPerElement>;
   }
   {
     OpDef& d =

@@ -1,7 +1,8 @@
 // oneDNN elementwise ops for the cpu backend (dnnl_util.h): relu, gelu (eltwise_gelu_erf, or eltwise_gelu_tanh
-// for approximate = "tanh"), sigmoid (eltwise_logistic), tanh, sqrt and clamp (eltwise_clip_v2: gradient only
-// strictly inside the bounds), and their gradients (relu_grad, sigmoid_grad, tanh_grad and sqrt_grad read y: the
-// use_dst_for_bwd algorithms, so relu_grad is dy where y > 0; gelu_grad and clamp_grad read x),
+// for approximate = "tanh"), silu (eltwise_swish, alpha 1), sigmoid (eltwise_logistic), tanh, sqrt and clamp
+// (eltwise_clip_v2: gradient only strictly inside the bounds), and their gradients (relu_grad, sigmoid_grad,
+// tanh_grad and sqrt_grad read y: the use_dst_for_bwd algorithms, so relu_grad is dy where y > 0; gelu_grad,
+// silu_grad and clamp_grad read x),
 // add and mul with NumPy broadcasting and bias_add (binary, the broadcast operand as src1 with size-1
 // dimensions), softmax and softmax_grad along any axis, and causal softmax as an own loop (oneDNN has no masked
 // softmax). Unary ops see their tensors as one flat f32 vector.
@@ -178,6 +179,7 @@ Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call) {
   switch (call.op) {
     case Op::relu: return eltwise_forward(ctx, call, algorithm::eltwise_relu);
     case Op::gelu: return eltwise_forward(ctx, call, gelu_algorithm(call));
+    case Op::silu: return eltwise_forward(ctx, call, algorithm::eltwise_swish, 1.0f);
     case Op::sigmoid: return eltwise_forward(ctx, call, algorithm::eltwise_logistic);
     case Op::tanh: return eltwise_forward(ctx, call, algorithm::eltwise_tanh);
     case Op::sqrt: return eltwise_forward(ctx, call, algorithm::eltwise_sqrt);
@@ -188,6 +190,9 @@ Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call) {
     case Op::gelu_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
       return eltwise_backward(ctx, call, gelu_algorithm(call), DNNL_ARG_SRC);
+    case Op::silu_grad:
+      if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
+      return eltwise_backward(ctx, call, algorithm::eltwise_swish, DNNL_ARG_SRC, 1.0f);
     case Op::sigmoid_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
       return eltwise_backward(ctx, call, algorithm::eltwise_logistic_use_dst_for_bwd, DNNL_ARG_DST);

@@ -197,12 +197,14 @@ Result<KernelPtr> (*builder_of(Op op))(DnnlContext&, const KernelCall&) {
     case Op::matmul: return build_matmul;
     case Op::relu:
     case Op::gelu:
+    case Op::silu:
     case Op::sigmoid:
     case Op::tanh:
     case Op::clamp:
     case Op::sqrt:
     case Op::relu_grad:
     case Op::gelu_grad:
+    case Op::silu_grad:
     case Op::sigmoid_grad:
     case Op::tanh_grad:
     case Op::clamp_grad:

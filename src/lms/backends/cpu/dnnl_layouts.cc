@@ -4,7 +4,7 @@
 // its activations in and its result out, inside the node. Here a value is blocked when its producer writes a
 // blocked layout anyway and it is an ordinary activation:
 //   - a conv2d/conv3d output (dst) or conv_backward_data output (diff_src): the layout oneDNN picks for it;
-//   - the output of a batch_norm, batch_norm_grad, relu, gelu, sigmoid, tanh, clamp, sqrt, their
+//   - the output of a batch_norm, batch_norm_grad, relu, gelu, silu, sigmoid, tanh, clamp, sqrt, their
 //     grads, and add/mul whose
 //     inputs all have the output's shape, and the copies swap_out and swap_in: the layout of its first
 //     same-shape input that is blocked (these ops work element by element, or per channel in oneDNN's batch
@@ -42,12 +42,14 @@ bool follows_output(const KernelCall& call) {
     case Op::batch_norm_grad:
     case Op::relu:
     case Op::gelu:
+    case Op::silu:
     case Op::sigmoid:
     case Op::tanh:
     case Op::clamp:
     case Op::sqrt:
     case Op::relu_grad:
     case Op::gelu_grad:
+    case Op::silu_grad:
     case Op::sigmoid_grad:
     case Op::tanh_grad:
     case Op::clamp_grad:

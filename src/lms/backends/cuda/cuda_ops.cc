@@ -607,6 +607,7 @@ bool is_own_op(Op op) {
     case Op::constant:
     case Op::relu:
     case Op::gelu:
+    case Op::silu:
     case Op::sigmoid:
     case Op::tanh:
     case Op::clamp:
@@ -633,6 +634,7 @@ bool is_own_op(Op op) {
     case Op::rng_advance:
     case Op::relu_grad:
     case Op::gelu_grad:
+    case Op::silu_grad:
     case Op::sigmoid_grad:
     case Op::tanh_grad:
     case Op::clamp_grad:
@@ -701,6 +703,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::constant: return constant(a, l);
       case Op::relu: return unary(a, l, UnaryKind::relu);
       case Op::gelu: return unary(a, l, tanh_approximated(a) ? UnaryKind::gelu_tanh : UnaryKind::gelu);
+      case Op::silu: return unary(a, l, UnaryKind::silu);
       case Op::sigmoid: return unary(a, l, UnaryKind::sigmoid);
       case Op::tanh: return unary(a, l, UnaryKind::tanh);
       case Op::sqrt: return unary(a, l, UnaryKind::sqrt);
@@ -713,6 +716,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::bias_add: return bias_add(a, l);
       case Op::relu_grad: return activation_grad(a, l, GradKind::relu);
       case Op::gelu_grad: return activation_grad(a, l, tanh_approximated(a) ? GradKind::gelu_tanh : GradKind::gelu);
+      case Op::silu_grad: return activation_grad(a, l, GradKind::silu);
       case Op::sigmoid_grad: return activation_grad(a, l, GradKind::sigmoid);
       case Op::tanh_grad: return activation_grad(a, l, GradKind::tanh);
       case Op::sqrt_grad: return activation_grad(a, l, GradKind::sqrt);

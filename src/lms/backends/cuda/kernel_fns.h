@@ -119,7 +119,7 @@ struct Fill {
   LMS_HD void operator()(int64_t i) const { y[i] = value; }
 };
 
-enum class UnaryKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, clamp, sqrt, reciprocal, scale };
+enum class UnaryKind : int32_t { relu, gelu, gelu_tanh, silu, sigmoid, tanh, clamp, sqrt, reciprocal, scale };
 // y[i] = f(x[i]); may run in place.
 template <class T>
 struct Unary {
@@ -134,6 +134,7 @@ struct Unary {
       case UnaryKind::relu: r = v != v ? v : (v > 0 ? v : 0); break;  // NaN propagates
       case UnaryKind::gelu: r = v * normal_cdf(v); break;
       case UnaryKind::gelu_tanh: r = gelu_tanh(v); break;
+      case UnaryKind::silu: r = v / (1 + exp(-v)); break;
       case UnaryKind::sigmoid: r = 1 / (1 + exp(-v)); break;
       case UnaryKind::tanh: r = tanh(v); break;
       case UnaryKind::clamp: r = v != v ? v : clamp(v, p0, p1); break;
@@ -166,9 +167,9 @@ struct KeyAdvance {
   LMS_HD void operator()(int64_t) const { *key_out = static_cast<int64_t>(static_cast<uint64_t>(*key) + 1); }
 };
 
-enum class GradKind : int32_t { relu, gelu, gelu_tanh, sigmoid, tanh, clamp, sqrt, reciprocal };
+enum class GradKind : int32_t { relu, gelu, gelu_tanh, silu, sigmoid, tanh, clamp, sqrt, reciprocal };
 // dx[i] = dy[i] * f'(at[i]) for same-shaped operands (relu_grad, sigmoid_grad, tanh_grad, sqrt_grad and
-// reciprocal_grad read y; gelu_grad and clamp_grad read x).
+// reciprocal_grad read y; gelu_grad, silu_grad and clamp_grad read x).
 template <class T>
 struct ActivationGrad {
   const T* dy;
@@ -183,6 +184,11 @@ struct ActivationGrad {
       case GradKind::relu: r = v > 0 ? d : 0; break;
       case GradKind::gelu: r = d * (normal_cdf(v) + v * normal_pdf(v)); break;
       case GradKind::gelu_tanh: r = d * gelu_tanh_derivative(v); break;
+      case GradKind::silu: {
+        const double s = 1 / (1 + exp(-v));
+        r = d * s * (1 + v * (1 - s));
+        break;
+      }
       case GradKind::sigmoid: r = d * v * (1 - v); break;
       case GradKind::tanh: r = d * (1 - v * v); break;
       case GradKind::clamp: r = lo < v && v < hi ? d : 0; break;

@@ -1,9 +1,9 @@
-// Reference elementwise ops: relu, gelu (exact erf form or PyTorch's tanh approximation), sigmoid, tanh, clamp, sqrt,
-// reciprocal, dropout (the mask of ops/dropout_mask.h), add and mul (NumPy broadcasting), scale, bias_add, and the
-// activation gradients relu_grad (dy where y > 0), gelu_grad (dy * (Phi(x) + x*phi(x)), or the tanh form's derivative),
-// sigmoid_grad (dy*y*(1-y)), tanh_grad (dy*(1-y*y)), clamp_grad (dy where min < x < max), sqrt_grad (dy/(2y)) and
-// reciprocal_grad (-dy*y*y). Each element is computed in double from its operands and rounded once. Unary ops may run
-// in place.
+// Reference elementwise ops: relu, gelu (exact erf form or PyTorch's tanh approximation), silu, sigmoid, tanh, clamp,
+// sqrt, reciprocal, dropout (the mask of ops/dropout_mask.h), add and mul (NumPy broadcasting), scale, bias_add, and
+// the activation gradients relu_grad (dy where y > 0), gelu_grad (dy * (Phi(x) + x*phi(x)), or the tanh form's
+// derivative), silu_grad (dy * s * (1 + x(1-s)), s = sigmoid(x)), sigmoid_grad (dy*y*(1-y)), tanh_grad (dy*(1-y*y)),
+// clamp_grad (dy where min < x < max), sqrt_grad (dy/(2y)) and reciprocal_grad (-dy*y*y). Each element is computed in
+// double from its operands and rounded once. Unary ops may run in place.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -99,6 +99,10 @@ Result<void> gelu(const Args& a) {
   return unary(a, [](Acc x) { return x * normal_cdf(x); });
 }
 
+Result<void> silu(const Args& a) {
+  return unary(a, [](Acc x) { return x / (1 + std::exp(-x)); });
+}
+
 Result<void> sigmoid(const Args& a) {
   return unary(a, [](Acc x) { return 1 / (1 + std::exp(-x)); });
 }
@@ -175,6 +179,13 @@ Result<void> relu_grad(const Args& a) {
 Result<void> gelu_grad(const Args& a) {
   if (tanh_approximated(a)) return pointwise2(a, [](Acc dy, Acc x) { return dy * gelu_tanh_derivative(x); });
   return pointwise2(a, [](Acc dy, Acc x) { return dy * (normal_cdf(x) + x * normal_pdf(x)); });
+}
+
+Result<void> silu_grad(const Args& a) {
+  return pointwise2(a, [](Acc dy, Acc x) {
+    const Acc s = 1 / (1 + std::exp(-x));
+    return dy * s * (1 + x * (1 - s));
+  });
 }
 
 Result<void> sigmoid_grad(const Args& a) {

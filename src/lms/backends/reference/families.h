@@ -22,6 +22,7 @@ Result<void> bn_running_update(const Args& a);
 // elementwise.cc
 Result<void> relu(const Args& a);
 Result<void> gelu(const Args& a);
+Result<void> silu(const Args& a);
 Result<void> sigmoid(const Args& a);
 Result<void> tanh(const Args& a);
 Result<void> clamp(const Args& a);
@@ -34,6 +35,7 @@ Result<void> scale(const Args& a);
 Result<void> bias_add(const Args& a);
 Result<void> relu_grad(const Args& a);
 Result<void> gelu_grad(const Args& a);
+Result<void> silu_grad(const Args& a);
 Result<void> sigmoid_grad(const Args& a);
 Result<void> tanh_grad(const Args& a);
 Result<void> clamp_grad(const Args& a);

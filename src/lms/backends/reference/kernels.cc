@@ -68,6 +68,7 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::layer_norm: return r::layer_norm(a);
     case Op::relu: return r::relu(a);
     case Op::gelu: return r::gelu(a);
+    case Op::silu: return r::silu(a);
     case Op::sigmoid: return r::sigmoid(a);
     case Op::tanh: return r::tanh(a);
     case Op::clamp: return r::clamp(a);
@@ -105,6 +106,7 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::conv_backward_filter: return r::conv_backward_filter(a);
     case Op::relu_grad: return r::relu_grad(a);
     case Op::gelu_grad: return r::gelu_grad(a);
+    case Op::silu_grad: return r::silu_grad(a);
     case Op::sigmoid_grad: return r::sigmoid_grad(a);
     case Op::tanh_grad: return r::tanh_grad(a);
     case Op::clamp_grad: return r::clamp_grad(a);
