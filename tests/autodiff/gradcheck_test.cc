@@ -110,6 +110,7 @@ std::vector<Case> cases() {
       {"gelu", Op::gelu, {f({3, 7})}},
       {"gelu tanh", Op::gelu, {f({3, 7})}, A({{"approximate", Attribute{std::string("tanh")}}})},
       {"silu", Op::silu, {f({3, 7})}},
+      {"hardswish", Op::hardswish, {f({3, 7})}},
       {"sigmoid", Op::sigmoid, {f({3, 7})}},
       {"tanh", Op::tanh, {f({3, 7})}},
       {"sqrt", Op::sqrt, {pos({3, 7})}},

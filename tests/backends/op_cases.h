@@ -1,16 +1,16 @@
 // The cross-backend op table: one row per case (op, inputs, attributes, tolerance), and what runs a case on a
-// backend. Each backend's op test (cpu_ops_test.cc, cuda_ops_test.cc) runs every case as a one-node Program
-// through the Executor and as a direct kernel call, against the reference backend with the same random inputs.
-// Forward cases expand into their gradients (gradient_cases): a convolution into conv_backward_data and
-// conv_backward_filter, a plain matmul into its two transposed matmuls, a max pooling into max_pool_grad,
-// max_pool_argmax and max_pool_grad_by_argmax, an average pooling into avg_pool_grad, a norm into its grad,
-// relu/gelu/silu/sigmoid/tanh/clamp/sqrt/reciprocal/softmax into theirs. Outputs are compared by the norm-wise
-// relative error max|got - ref| / max|ref|: the reference accumulates in double and rounds once; a library
-// computing in f32 in its own order is not expected to match bit for bit; 1e-5 is about a hundred f32 ulps at
-// the largest output. `tolerance` is the cpu backend's; each backend's test states its own where they differ.
-// A row with tolerance 0 must be bit-identical (pure data movement, the double-accumulating reductions, and the
-// cpu backend's documented fallbacks that run the reference kernel). `fast_nodes` is how many nodes the cpu
-// backend must NOT run on the reference kernel. Adding a case is one line in kCases.
+// backend. Each backend's op test (cpu_ops_test.cc, cuda_ops_test.cc) runs every case as a one-node Program through
+// the Executor and as a direct kernel call, against the reference backend with the same random inputs. Forward cases
+// expand into their gradients (gradient_cases): a convolution into conv_backward_data and conv_backward_filter, a
+// plain matmul into its two transposed matmuls, a max pooling into max_pool_grad, max_pool_argmax and
+// max_pool_grad_by_argmax, an average pooling into avg_pool_grad, a norm into its grad,
+// relu/gelu/silu/hardswish/sigmoid/tanh/clamp/sqrt/reciprocal/softmax into theirs. Outputs are compared by the
+// norm-wise relative error max|got - ref| / max|ref|: the reference accumulates in double and rounds once; a library
+// computing in f32 in its own order is not expected to match bit for bit; 1e-5 is about a hundred f32 ulps at the
+// largest output. `tolerance` is the cpu backend's; each backend's test states its own where they differ. A row with
+// tolerance 0 must be bit-identical (pure data movement, the double-accumulating reductions, and the cpu backend's
+// documented fallbacks that run the reference kernel). `fast_nodes` is how many nodes the cpu backend must NOT run
+// on the reference kernel. Adding a case is one line in kCases.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -116,6 +116,8 @@ inline const std::vector<OpCase> kCases = {
     {"gelu", Op::gelu, {In({4, 33}, DType::f32, -4, 4)}, {}},
     {"gelu_tanh", Op::gelu, {In({4, 33}, DType::f32, -4, 4)}, A({{"approximate", S("tanh")}})},
     {"silu", Op::silu, {In({4, 33}, DType::f32, -6, 6)}, {}},
+    // The cpu backend's own loop (oneDNN's backward differs from PyTorch's at -3 and 3): the reference's bits.
+    {"hardswish", Op::hardswish, {In({4, 33}, DType::f32, -5, 5)}, {}, 0},
     {"sigmoid", Op::sigmoid, {In({4, 33}, DType::f32, -6, 6)}, {}},
     {"tanh", Op::tanh, {In({4, 33}, DType::f32, -3, 3)}, {}},
     {"clamp", Op::clamp, {{4, 33}}, A({{"min", F(-0.5)}, {"max", F(0.25)}})},
@@ -291,11 +293,12 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
     const Shape stats = out[1].shape;
     const Op op = c.op == Op::batch_norm ? Op::batch_norm_grad : Op::layer_norm_grad;
     g.push_back({n + ".grad", op, {In(x, t), In(x, t), c.inputs[1], In(stats, t), Pos(stats, t)}, {}, tol});
-  } else if (c.op == Op::relu || c.op == Op::gelu || c.op == Op::silu || c.op == Op::clamp) {
-    const Op op = c.op == Op::relu   ? Op::relu_grad
-                  : c.op == Op::gelu ? Op::gelu_grad
-                  : c.op == Op::silu ? Op::silu_grad
-                                     : Op::clamp_grad;
+  } else if (c.op == Op::relu || c.op == Op::gelu || c.op == Op::silu || c.op == Op::hardswish || c.op == Op::clamp) {
+    const Op op = c.op == Op::relu        ? Op::relu_grad
+                  : c.op == Op::gelu      ? Op::gelu_grad
+                  : c.op == Op::silu      ? Op::silu_grad
+                  : c.op == Op::hardswish ? Op::hardswish_grad
+                                          : Op::clamp_grad;
     g.push_back({n + ".grad", op, {In(x), c.inputs[0]}, c.attrs, tol});
   } else if (c.op == Op::sigmoid || c.op == Op::tanh || c.op == Op::sqrt || c.op == Op::reciprocal) {
     // The grads read y: sigmoid's lies in (0, 1), tanh's in (-1, 1); sqrt's and reciprocal's kept from 0.
@@ -315,8 +318,8 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
 
 inline bool has_gradients(const OpCase& c) {
   return c.op == Op::matmul || is_conv(c.op) || is_max_pool(c.op) || is_avg_pool(c.op) || c.op == Op::batch_norm ||
-         c.op == Op::layer_norm || c.op == Op::relu || c.op == Op::gelu || c.op == Op::silu || c.op == Op::sigmoid ||
-         c.op == Op::tanh ||
+         c.op == Op::layer_norm || c.op == Op::relu || c.op == Op::gelu || c.op == Op::silu || c.op == Op::hardswish ||
+         c.op == Op::sigmoid || c.op == Op::tanh ||
          c.op == Op::clamp || c.op == Op::sqrt || c.op == Op::reciprocal ||
          (c.op == Op::softmax && !c.attrs.get_bool("causal", false));
 }

@@ -65,6 +65,17 @@ TEST(ReferenceOps, Activations) {
   // The tanh gelu against PyTorch 1.13's F.gelu(x, approximate='tanh') in double, at 0, 1, -1 and 3.
   EXPECT_TRUE(near(run1(Op::gelu, {f64({4}, {0, 1, -1, 3})}, A({{"approximate", S("tanh")}})),
                    {0, 0.8411919906082768, -0.15880800939172324, 2.996362607918227}, 1e-15));
+  // silu and its gradient against PyTorch 1.13's F.silu in double at 0, 1 and -1: x / (1 + e^-x), and
+  // s (1 + x (1 - s)).
+  EXPECT_TRUE(near(run1(Op::silu, {f64({3}, {0, 1, -1})}), {0, 0.7310585786300049, -0.2689414213699951}, 1e-15));
+  EXPECT_TRUE(near(run1(Op::silu_grad, {f64({3}, {1, 1, 1}), f64({3}, {0, 1, -1})}),
+                   {0.5, 0.9276705118714869, 0.07232948812851325}, 1e-15));
+  // hardswish x (x + 3) / 6 between -3 and 3, and PyTorch's one-sided gradients there: x / 3 + 1/2 on [-3, 3]
+  // (-1/2 at -3, 3/2 at 3), 0 below, 1 above (F.hardswish's backward in 1.13).
+  const HostTensor hs_x = f32({7}, {-4, -3, -1.5, 0, 1.5, 3, 4});
+  EXPECT_TRUE(near(run1(Op::hardswish, {hs_x}), {0, 0, -0.375, 0, 1.125, 3, 4}, 0));
+  EXPECT_TRUE(near(run1(Op::hardswish_grad, {f32({7}, {1, 1, 1, 1, 1, 1, 1}), hs_x}), {0, -0.5, 0, 0.5, 1, 1.5, 1}, 0));
+  EXPECT_TRUE(std::isnan(run1(Op::hardswish, {nan}).get(0)));
 }
 
 TEST(ReferenceOps, BroadcastingAddMul) {

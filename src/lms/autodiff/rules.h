@@ -22,6 +22,7 @@ Result<void> grad_global_avg_pool(GradContext& c);
 Result<void> grad_relu(GradContext& c);
 Result<void> grad_gelu(GradContext& c);
 Result<void> grad_silu(GradContext& c);
+Result<void> grad_hardswish(GradContext& c);
 Result<void> grad_sigmoid(GradContext& c);
 Result<void> grad_tanh(GradContext& c);
 Result<void> grad_clamp(GradContext& c);

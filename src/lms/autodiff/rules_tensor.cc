@@ -57,6 +57,11 @@ Result<void> grad_silu(GradContext& c) {
   return {};
 }
 
+Result<void> grad_hardswish(GradContext& c) {
+  if (c.needs(0)) c.set_grad(0, c.emit(Op::hardswish_grad, {c.dy(), c.inputs[0]}, {}, c.name(0)));
+  return {};
+}
+
 Result<void> grad_sigmoid(GradContext& c) { return grad_from_output(c, Op::sigmoid_grad); }
 Result<void> grad_tanh(GradContext& c) { return grad_from_output(c, Op::tanh_grad); }
 Result<void> grad_sqrt(GradContext& c) { return grad_from_output(c, Op::sqrt_grad); }

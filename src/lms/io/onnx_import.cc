@@ -120,11 +120,12 @@ Result<void> Importer::clip(const OnnxNode& n) {
   return define(n, b_.op(Op::clamp, {x}, std::move(a), out_name(n)));
 }
 
-// HardSigmoid(x) = clamp(alpha x + beta, 0, 1); HardSwish(x) = x HardSigmoid(x) with alpha 1/6, beta 1/2.
+// HardSigmoid(x) = clamp(alpha x + beta, 0, 1) as scale, add and clamp; HardSwish(x) = x clamp(x + 3, 0, 6) / 6 is
+// LMS's hardswish (its gradient reads x alone).
 Result<void> Importer::hard_activation(const OnnxNode& n) {
   ValueId x = LMS_TRY(data(n, 0));
-  const bool swish = n.op_type == "HardSwish";
-  const double alpha = swish ? 1.0 / 6 : float_attr(n, "alpha", 0.2), beta = swish ? 0.5 : float_attr(n, "beta", 0.5);
+  if (n.op_type == "HardSwish") return define(n, b_.op(Op::hardswish, {x}, {}, out_name(n)));
+  const double alpha = float_attr(n, "alpha", 0.2), beta = float_attr(n, "beta", 0.5);
   const std::string name = out_name(n);
   ValueId scaled = b_.op(Op::scale, {x}, attrs({{"factor", alpha}}), name + ".scaled");
   if (!b_.ok()) return std::unexpected(*b_.error());
@@ -132,10 +133,7 @@ Result<void> Importer::hard_activation(const OnnxNode& n) {
   const std::vector<ValueId> shift = b_.add(Op::constant, {}, attrs({{"value", beta}}), name + ".beta", {scalar});
   if (shift.empty()) return std::unexpected(*b_.error());
   ValueId shifted = b_.op(Op::add, {scaled, shift[0]}, {}, name + ".shifted");
-  Attributes unit = attrs({{"min", 0.0}, {"max", 1.0}});
-  if (!swish) return define(n, b_.op(Op::clamp, {shifted}, std::move(unit), name));
-  ValueId gate = b_.op(Op::clamp, {shifted}, std::move(unit), name + ".gate");
-  return define(n, b_.op(Op::mul, {x, gate}, {}, name));
+  return define(n, b_.op(Op::clamp, {shifted}, attrs({{"min", 0.0}, {"max", 1.0}}), name));
 }
 
 // Pad by zero amounts is the identity (PyTorch writes one before every AveragePool with count_include_pad;

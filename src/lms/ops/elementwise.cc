@@ -1,7 +1,7 @@
-// Elementwise ops: relu, gelu (exact or tanh-approximated), silu, sigmoid, tanh, clamp, sqrt, reciprocal, dropout,
-// add and mul (with NumPy broadcasting), scale by a constant, bias_add along an axis. All are recomputable:
-// cheap, pure, and their inputs are usually small to keep. Dropout is pure too: its mask is a function of its
-// key input, a state value the training graph advances once per step (ops/dropout_mask.h).
+// Elementwise ops: relu, gelu (exact or tanh-approximated), silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal,
+// dropout, add and mul (with NumPy broadcasting), scale by a constant, bias_add along an axis. All are recomputable:
+// cheap, pure, and their inputs are usually small to keep. Dropout is pure too: its mask is a function of its key
+// input, a state value the training graph advances once per step (ops/dropout_mask.h).
 #include <algorithm>
 
 #include "lms/autodiff/rules.h"
@@ -71,6 +71,7 @@ constexpr double kArithmeticFlopsPerElement = 1;
 constexpr double kGeluFlopsPerElement = 8;
 constexpr double kSigmoidFlopsPerElement = 4;
 constexpr double kSiluFlopsPerElement = 5;  // sigmoid's and a multiply
+constexpr double kHardswishFlopsPerElement = 4;  // an add, a clamp, a multiply and a divide
 constexpr double kTanhFlopsPerElement = 6;
 constexpr double kDivideFlopsPerElement = 4;  // sqrt and reciprocal: a divide's worth
 template <double FlopsPerElement>
@@ -101,6 +102,8 @@ void define_elementwise_ops(OpTable& t) {
   }
   elementwise(t.define(Op::silu), {"x"}, unary, cost<kSiluFlopsPerElement>, autodiff::grad_silu,
               "x * sigmoid(x) = x / (1 + exp(-x)) (swish, PyTorch's silu)");
+  elementwise(t.define(Op::hardswish), {"x"}, unary, cost<kHardswishFlopsPerElement>, autodiff::grad_hardswish,
+              "x * clamp(x + 3, 0, 6) / 6 (PyTorch's hardswish, ONNX's HardSwish)");
   elementwise(t.define(Op::sigmoid), {"x"}, unary, cost<kSigmoidFlopsPerElement>, autodiff::grad_sigmoid,
               "1 / (1 + exp(-x))");
   elementwise(t.define(Op::tanh), {"x"}, unary, cost<kTanhFlopsPerElement>, autodiff::grad_tanh, "tanh(x)");

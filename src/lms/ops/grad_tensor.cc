@@ -1,9 +1,9 @@
-// The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, silu_grad, sigmoid_grad,
-// tanh_grad, clamp_grad, sqrt_grad, reciprocal_grad, softmax_grad,
-// embedding_grad, cross_entropy_grad, broadcast_to and sum_to (broadcasting and its inverse), slice_grad, and
-// batch norm's running-statistics update bn_running_update (in place on two `state` values, the only
-// gradient-family op that is not recomputable). Semantics follow PyTorch's autograd (docs/autodiff.md,
-// "Gradient ops"). Structural gradients (convolution, normalization, pooling) are in grad.cc.
+// The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, silu_grad,
+// hardswish_grad, sigmoid_grad, tanh_grad, clamp_grad, sqrt_grad, reciprocal_grad, softmax_grad, embedding_grad,
+// cross_entropy_grad, broadcast_to and sum_to (broadcasting and its inverse), slice_grad, and batch norm's
+// running-statistics update bn_running_update (in place on two `state` values, the only gradient-family op that is
+// not recomputable). Semantics follow PyTorch's autograd (docs/autodiff.md, "Gradient ops"). Structural gradients
+// (convolution, normalization, pooling) are in grad.cc.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -20,6 +20,8 @@ constexpr double kReluGradFlopsPerElement = 1;
 constexpr double kGeluGradFlopsPerElement = 16;
 // silu_grad: a sigmoid and dy * s * (1 + x (1 - s)).
 constexpr double kSiluGradFlopsPerElement = 8;
+// hardswish_grad: two compares and dy * (x / 3 + 1/2).
+constexpr double kHardswishGradFlopsPerElement = 4;
 // sigmoid_grad dy*y*(1-y), tanh_grad dy*(1-y*y), sqrt_grad dy/(2y), reciprocal_grad -dy*y*y: about three
 // flops from the forward's output.
 constexpr double kFromOutputGradFlopsPerElement = 3;
@@ -203,6 +205,13 @@ void define_grad_tensor_ops(OpTable& t) {
                        "gradient of silu from its input: dy * s * (1 + x * (1 - s)), s = sigmoid(x)");
     d.shape = same_type_pair;
     d.cost = per_output_cost<kSiluGradFlopsPerElement>;
+  }
+  {
+    OpDef& d = grad_op(t.define(Op::hardswish_grad), {"dy", "x"},
+                       "gradient of hardswish from its input, PyTorch's: 0 for x < -3, dy * (x / 3 + 1/2) for "
+                       "-3 <= x <= 3, dy above");
+    d.shape = same_type_pair;
+    d.cost = per_output_cost<kHardswishGradFlopsPerElement>;
   }
   {
     OpDef& d =

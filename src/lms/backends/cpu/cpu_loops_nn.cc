@@ -1,14 +1,15 @@
-// Own loops for the cpu backend (dnnl_util.h), the network-level ops oneDNN has no primitive for:
-// cross_entropy and cross_entropy_grad (logits f32[N, C, *sp], labels i32/i64), embedding and embedding_grad
-// (ids i32/i64), the optimizer updates sgd_update, momentum_update and adam_update (in place: outputs alias
-// inputs, and every loop reads element i before writing it), bn_running_update, dropout (f32, each element in
-// double and rounded once: the reference's bits) and rng_advance. Semantics are the
-// reference's (backends/reference/loss.cc, movement.cc, update.cc, norm.cc); arithmetic is f32 per element,
-// with the few per-call scalars (the loss total, Adam's bias corrections, the running-variance factor) in
-// double. Labels and ids are checked at run time and a bad one is an error naming it, as in the reference.
-// The losses (over positions; the forward sums its per-position terms afterwards, in position order) and the
-// optimizer updates and dropout (element-wise) run on OpenMP threads, with the same bits on any number of threads;
-// embedding and embedding_grad are single-threaded. Declined (reference kernel): any float dtype but f32.
+// Own loops for the cpu backend (dnnl_util.h), the network-level ops oneDNN has no primitive for: cross_entropy and
+// cross_entropy_grad (logits f32[N, C, *sp], labels i32/i64), embedding and embedding_grad (ids i32/i64), the
+// optimizer updates sgd_update, momentum_update and adam_update (in place: outputs alias inputs, and every loop
+// reads element i before writing it), bn_running_update, dropout, hardswish and hardswish_grad (f32, each element in
+// double and rounded once: the reference's bits; oneDNN's hardswish backward differs from PyTorch's at -3 and 3,
+// ops/hardswish.h) and rng_advance. Semantics are the reference's (backends/reference/loss.cc, movement.cc,
+// update.cc, norm.cc); arithmetic is f32 per element, with the few per-call scalars (the loss total, Adam's bias
+// corrections, the running-variance factor) in double. Labels and ids are checked at run time and a bad one is an
+// error naming it, as in the reference. The losses (over positions; the forward sums its per-position terms
+// afterwards, in position order) and the optimizer updates, dropout and hardswish (element-wise) run on OpenMP
+// threads, with the same bits on any number of threads; embedding and embedding_grad are single-threaded. Declined
+// (reference kernel): any float dtype but f32.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,6 +18,7 @@
 
 #include "lms/backends/cpu/dnnl_util.h"
 #include "lms/ops/dropout_mask.h"
+#include "lms/ops/hardswish.h"
 #include "lms/ops/op.h"
 
 namespace lms::cpu {
@@ -278,6 +280,24 @@ Result<KernelPtr> dropout(DnnlContext& ctx, const KernelCall& call) {
   });
 }
 
+// hardswish (x) and hardswish_grad (dy, x), f32 and same-shaped.
+Result<KernelPtr> hardswish(DnnlContext& ctx, const KernelCall& call) {
+  const bool grad = call.op == Op::hardswish_grad;
+  if (call.inputs.size() != (grad ? 2u : 1u) || call.outputs.size() != 1) return KernelPtr();
+  for (const auto& in : call.inputs)
+    if (*in.type != *call.outputs[0].type || in.type->dtype != DType::f32) return KernelPtr();
+  const float* a = in_f32(call, 0);
+  const float* x = grad ? in_f32(call, 1) : nullptr;
+  float* y = out_f32(call, 0);
+  const int64_t n = call.outputs[0].type->num_elements();
+  return loop_kernel(ctx, [=]() -> Result<void> {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = static_cast<float>(grad ? hardswish_derivative(a[i], x[i]) : hardswish_value(a[i]));
+    return {};
+  });
+}
+
 Result<KernelPtr> rng_advance(DnnlContext& ctx, const KernelCall& call) {
   const TensorType key_type{DType::i64, {}};
   if (call.inputs.size() != 1 || call.outputs.size() != 1 || *call.inputs[0].type != key_type ||
@@ -304,6 +324,8 @@ Result<KernelPtr> build_loops_nn(DnnlContext& ctx, const KernelCall& call) {
     case Op::adam_update: return adam(ctx, call);
     case Op::bn_running_update: return bn_running_update(ctx, call);
     case Op::dropout: return dropout(ctx, call);
+    case Op::hardswish:
+    case Op::hardswish_grad: return hardswish(ctx, call);
     case Op::rng_advance: return rng_advance(ctx, call);
     default: return KernelPtr();
   }

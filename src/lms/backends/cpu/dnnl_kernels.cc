@@ -247,6 +247,8 @@ Result<KernelPtr> (*builder_of(Op op))(DnnlContext&, const KernelCall&) {
     case Op::adam_update:
     case Op::rng_advance:
     case Op::dropout:
+    case Op::hardswish:
+    case Op::hardswish_grad:
     case Op::bn_running_update: return build_loops_nn;
     default: return nullptr;
   }

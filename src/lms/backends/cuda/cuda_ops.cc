@@ -608,6 +608,7 @@ bool is_own_op(Op op) {
     case Op::relu:
     case Op::gelu:
     case Op::silu:
+    case Op::hardswish:
     case Op::sigmoid:
     case Op::tanh:
     case Op::clamp:
@@ -635,6 +636,7 @@ bool is_own_op(Op op) {
     case Op::relu_grad:
     case Op::gelu_grad:
     case Op::silu_grad:
+    case Op::hardswish_grad:
     case Op::sigmoid_grad:
     case Op::tanh_grad:
     case Op::clamp_grad:
@@ -704,6 +706,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::relu: return unary(a, l, UnaryKind::relu);
       case Op::gelu: return unary(a, l, tanh_approximated(a) ? UnaryKind::gelu_tanh : UnaryKind::gelu);
       case Op::silu: return unary(a, l, UnaryKind::silu);
+      case Op::hardswish: return unary(a, l, UnaryKind::hardswish);
       case Op::sigmoid: return unary(a, l, UnaryKind::sigmoid);
       case Op::tanh: return unary(a, l, UnaryKind::tanh);
       case Op::sqrt: return unary(a, l, UnaryKind::sqrt);
@@ -717,6 +720,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::relu_grad: return activation_grad(a, l, GradKind::relu);
       case Op::gelu_grad: return activation_grad(a, l, tanh_approximated(a) ? GradKind::gelu_tanh : GradKind::gelu);
       case Op::silu_grad: return activation_grad(a, l, GradKind::silu);
+      case Op::hardswish_grad: return activation_grad(a, l, GradKind::hardswish);
       case Op::sigmoid_grad: return activation_grad(a, l, GradKind::sigmoid);
       case Op::tanh_grad: return activation_grad(a, l, GradKind::tanh);
       case Op::sqrt_grad: return activation_grad(a, l, GradKind::sqrt);

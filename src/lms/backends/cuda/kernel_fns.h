@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "lms/ops/dropout_mask.h"
+#include "lms/ops/hardswish.h"
 
 #ifdef __CUDACC__
 #define LMS_HD __host__ __device__
@@ -119,7 +120,9 @@ struct Fill {
   LMS_HD void operator()(int64_t i) const { y[i] = value; }
 };
 
-enum class UnaryKind : int32_t { relu, gelu, gelu_tanh, silu, sigmoid, tanh, clamp, sqrt, reciprocal, scale };
+enum class UnaryKind : int32_t {
+  relu, gelu, gelu_tanh, silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal, scale
+};
 // y[i] = f(x[i]); may run in place.
 template <class T>
 struct Unary {
@@ -135,6 +138,7 @@ struct Unary {
       case UnaryKind::gelu: r = v * normal_cdf(v); break;
       case UnaryKind::gelu_tanh: r = gelu_tanh(v); break;
       case UnaryKind::silu: r = v / (1 + exp(-v)); break;
+      case UnaryKind::hardswish: r = hardswish_value(v); break;
       case UnaryKind::sigmoid: r = 1 / (1 + exp(-v)); break;
       case UnaryKind::tanh: r = tanh(v); break;
       case UnaryKind::clamp: r = v != v ? v : clamp(v, p0, p1); break;
@@ -167,9 +171,9 @@ struct KeyAdvance {
   LMS_HD void operator()(int64_t) const { *key_out = static_cast<int64_t>(static_cast<uint64_t>(*key) + 1); }
 };
 
-enum class GradKind : int32_t { relu, gelu, gelu_tanh, silu, sigmoid, tanh, clamp, sqrt, reciprocal };
+enum class GradKind : int32_t { relu, gelu, gelu_tanh, silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal };
 // dx[i] = dy[i] * f'(at[i]) for same-shaped operands (relu_grad, sigmoid_grad, tanh_grad, sqrt_grad and
-// reciprocal_grad read y; gelu_grad, silu_grad and clamp_grad read x).
+// reciprocal_grad read y; gelu_grad, silu_grad, hardswish_grad and clamp_grad read x).
 template <class T>
 struct ActivationGrad {
   const T* dy;
@@ -189,6 +193,7 @@ struct ActivationGrad {
         r = d * s * (1 + v * (1 - s));
         break;
       }
+      case GradKind::hardswish: r = hardswish_derivative(d, v); break;
       case GradKind::sigmoid: r = d * v * (1 - v); break;
       case GradKind::tanh: r = d * (1 - v * v); break;
       case GradKind::clamp: r = lo < v && v < hi ? d : 0; break;

@@ -1,9 +1,10 @@
-// Reference elementwise ops: relu, gelu (exact erf form or PyTorch's tanh approximation), silu, sigmoid, tanh, clamp,
-// sqrt, reciprocal, dropout (the mask of ops/dropout_mask.h), add and mul (NumPy broadcasting), scale, bias_add, and
-// the activation gradients relu_grad (dy where y > 0), gelu_grad (dy * (Phi(x) + x*phi(x)), or the tanh form's
-// derivative), silu_grad (dy * s * (1 + x(1-s)), s = sigmoid(x)), sigmoid_grad (dy*y*(1-y)), tanh_grad (dy*(1-y*y)),
-// clamp_grad (dy where min < x < max), sqrt_grad (dy/(2y)) and reciprocal_grad (-dy*y*y). Each element is computed in
-// double from its operands and rounded once. Unary ops may run in place.
+// Reference elementwise ops: relu, gelu (exact erf form or PyTorch's tanh approximation), silu, hardswish, sigmoid,
+// tanh, clamp, sqrt, reciprocal, dropout (the mask of ops/dropout_mask.h), add and mul (NumPy broadcasting), scale,
+// bias_add, and the activation gradients relu_grad (dy where y > 0), gelu_grad (dy * (Phi(x) + x*phi(x)), or the tanh
+// form's derivative), silu_grad (dy * s * (1 + x(1-s)), s = sigmoid(x)), hardswish_grad (PyTorch's: 0 below -3,
+// dy * (x/3 + 1/2) on [-3, 3], dy above), sigmoid_grad (dy*y*(1-y)), tanh_grad (dy*(1-y*y)), clamp_grad (dy where
+// min < x < max), sqrt_grad (dy/(2y)) and reciprocal_grad (-dy*y*y). Each element is computed in double from its
+// operands and rounded once. Unary ops may run in place.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -12,6 +13,7 @@
 
 #include "lms/backends/reference/families.h"
 #include "lms/ops/dropout_mask.h"
+#include "lms/ops/hardswish.h"
 
 namespace lms::reference {
 
@@ -103,6 +105,8 @@ Result<void> silu(const Args& a) {
   return unary(a, [](Acc x) { return x / (1 + std::exp(-x)); });
 }
 
+Result<void> hardswish(const Args& a) { return unary(a, hardswish_value); }
+
 Result<void> sigmoid(const Args& a) {
   return unary(a, [](Acc x) { return 1 / (1 + std::exp(-x)); });
 }
@@ -187,6 +191,8 @@ Result<void> silu_grad(const Args& a) {
     return dy * s * (1 + x * (1 - s));
   });
 }
+
+Result<void> hardswish_grad(const Args& a) { return pointwise2(a, hardswish_derivative); }
 
 Result<void> sigmoid_grad(const Args& a) {
   return pointwise2(a, [](Acc dy, Acc y) { return dy * y * (1 - y); });

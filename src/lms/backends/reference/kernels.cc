@@ -69,6 +69,7 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::relu: return r::relu(a);
     case Op::gelu: return r::gelu(a);
     case Op::silu: return r::silu(a);
+    case Op::hardswish: return r::hardswish(a);
     case Op::sigmoid: return r::sigmoid(a);
     case Op::tanh: return r::tanh(a);
     case Op::clamp: return r::clamp(a);
@@ -107,6 +108,7 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::relu_grad: return r::relu_grad(a);
     case Op::gelu_grad: return r::gelu_grad(a);
     case Op::silu_grad: return r::silu_grad(a);
+    case Op::hardswish_grad: return r::hardswish_grad(a);
     case Op::sigmoid_grad: return r::sigmoid_grad(a);
     case Op::tanh_grad: return r::tanh_grad(a);
     case Op::clamp_grad: return r::clamp_grad(a);
