@@ -17,6 +17,7 @@
 #endif
 #include "lms/backends/cuda/cuda_ops.h"
 #include "lms/backends/cuda/kernel_fns.h"
+#include "lms/backends/cuda/pool_fns.h"
 #include "lms/backends/reference/reference_backend.h"
 #include "lms/runtime/backend_registry.h"
 

@@ -1,6 +1,7 @@
-// The own kernels on the GPU: one grid-stride kernel template runs any element function of kernel_fns.h over
-// [0, n) on a stream, explicitly instantiated for every element function the dispatcher (cuda_ops.cc) uses (a
-// missing one is a link error, not a silent fallback); plus the stream-ordered memset and copy of cuda_launch.h.
+// The own kernels on the GPU: one grid-stride kernel template runs any element function of kernel_fns.h or
+// pool_fns.h over [0, n) on a stream, explicitly instantiated for every element function the dispatcher
+// (cuda_ops.cc) uses (a missing one is a link error, not a silent fallback); plus the stream-ordered memset and
+// copy of cuda_launch.h.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "lms/backends/cuda/cuda_launch.h"
 #include "lms/backends/cuda/conv_gemm_fns.h"
 #include "lms/backends/cuda/kernel_fns.h"
+#include "lms/backends/cuda/pool_fns.h"
 
 namespace lms::cuda {
 

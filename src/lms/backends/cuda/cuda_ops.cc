@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "lms/backends/cuda/kernel_fns.h"
+#include "lms/backends/cuda/pool_fns.h"
 #include "lms/backends/reference/kernel_util.h"
 #include "lms/backends/reference/kernels.h"
 #ifdef LMS_HAVE_CUDA_BACKEND

@@ -1,0 +1,94 @@
+// The rewrite of the auto planner's choices and its exact plan (plan/auto/realize.h).
+#include "lms/plan/auto/realize.h"
+
+#include <algorithm>
+#include <string>
+
+#include "lms/passes/recompute.h"
+#include "lms/passes/swap.h"
+
+namespace lms::autoplan {
+
+namespace {
+
+// The recompute pass for the chosen recomputations, then the swap pass for the chosen swaps, each prefetch
+// triggered by the op the greedy chose (by copy duration, or delayed), kept between the value's last
+// non-backward reader and its first backward reader in the rewritten graph (a clone reading a swapped value
+// is a backward reader too). Returns the rewritten graph; fills the choices' triggers and the clones' FLOPs.
+Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands, std::vector<AutoChoice>& choices,
+                    std::vector<bool>& dropped, double& flops) {
+  dropped.assign(cands.size(), false);
+  Graph g = scheduled;
+  RecomputeOptions ro;
+  for (const Candidate& c : cands) {
+    if (c.state != State::recompute) continue;
+    std::vector<std::string> names;
+    for (ValueId v : c.chain) names.push_back(scheduled.value(v).name);
+    if (c.segmented) ro.segments.push_back(std::move(names));
+    else ro.values.insert(ro.values.end(), names.begin(), names.end());
+  }
+  if (!ro.values.empty() || !ro.segments.empty()) flops = LMS_TRY(insert_recompute(g, ro)).flops;
+
+  SwapOptions so;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const Candidate& c = cands[i];
+    if (c.state != State::swap) continue;
+    const ValueId v = *g.find_value(scheduled.value(c.value).name);
+    const auto [e, f] = gap_of(g, v);
+    // A clone placed before the value's last forward reader (possible from TFLMS's level order) leaves no
+    // gap: the value stays (the exact plan counts it).
+    if (f <= e + 1) {
+      dropped[i] = true;
+      continue;
+    }
+    // The trigger and hold, found by name in the rewritten graph, kept in [e, f), the hold (if any) after e and
+    // not after the trigger.
+    auto position_in_g = [&](int scheduled_position) {
+      const NodeId n{static_cast<uint32_t>(scheduled_position)};
+      return static_cast<int>(g.value(*g.find_value(scheduled.value(scheduled.first_output(n)).name)).producer.v);
+    };
+    auto name_at = [&](int position) {
+      return g.value(g.first_output(NodeId{static_cast<uint32_t>(position)})).name;
+    };
+    const int k = std::max(e, std::min(f - 1, position_in_g(c.trigger)));
+    const int h = c.hold > c.fwd_end ? std::min(k, position_in_g(c.hold)) : e;
+    so.swaps.push_back({g.value(v).name, name_at(k), h > e ? name_at(h) : ""});
+    choices[i].trigger = so.swaps.back().trigger;
+    choices[i].hold = so.swaps.back().hold;
+  }
+  if (!so.swaps.empty()) LMS_TRY(insert_swaps(g, so));
+  g.set_scheduled(true);
+  return g;
+}
+
+}  // namespace
+
+Result<AutoResult> realize(const Graph& scheduled, const std::vector<Candidate>& cands, const ExactPlanner& exact,
+                           const AutoOptions& o, bool search) {
+  AutoResult r;
+  for (const Candidate& c : cands) {
+    AutoChoice ch;
+    ch.kind = c.state == State::recompute ? AutoChoice::Kind::recompute : AutoChoice::Kind::swap;
+    ch.value = scheduled.value(c.value).name;
+    ch.bytes = c.bytes;
+    ch.seconds = c.seconds;
+    ch.gap_seconds = c.gap;
+    if (c.state == State::recompute)
+      for (ValueId v : c.chain)
+        if (v != c.value) ch.chain.push_back(scheduled.value(v).name);
+    if (c.state == State::recompute && c.segmented) ch.remade_from = scheduled.value(c.remade_from).name;
+    r.choices.push_back(std::move(ch));
+  }
+  std::vector<bool> dropped;  // swaps the rewrite left out
+  r.graph = LMS_TRY(build(scheduled, cands, r.choices, dropped, r.recompute_flops));
+  std::vector<AutoChoice> chosen;  // only the values chosen, in position order
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].state != State::keep && !dropped[i]) chosen.push_back(std::move(r.choices[i]));
+  r.choices = std::move(chosen);
+  r.memory = LMS_TRY(exact(r.graph, search));
+  r.sim = LMS_TRY(simulate_time(r.graph, o.device, o.measured.empty() ? nullptr : &o.measured, &r.memory));
+  r.fits = r.memory.device_arena_bytes <= o.budget_bytes && r.memory.host_arena_bytes <= o.host_budget_bytes;
+  return r;
+}
+
+}  // namespace lms::autoplan
