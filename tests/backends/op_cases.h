@@ -27,6 +27,7 @@
 #include "backends/reference_test_util.h"
 #include "lms/backends/reference/kernels.h"
 #include "lms/ir/builder.h"
+#include "lms/ops/pool_window.h"
 #include "lms/runtime/executor.h"
 #include "lms/runtime/program.h"
 
@@ -236,8 +237,6 @@ inline bool is_conv(Op op) { return op == Op::conv1d || op == Op::conv2d || op =
 inline bool is_conv_transpose(Op op) {
   return op == Op::conv_transpose1d || op == Op::conv_transpose2d || op == Op::conv_transpose3d;
 }
-inline bool is_max_pool(Op op) { return op == Op::max_pool1d || op == Op::max_pool2d || op == Op::max_pool3d; }
-inline bool is_avg_pool(Op op) { return op == Op::avg_pool1d || op == Op::avg_pool2d || op == Op::avg_pool3d; }
 
 // The gradient cases of a forward case (see the file comment). Shapes come from the forward's shape rule.
 inline std::vector<OpCase> gradient_cases(const OpCase& c) {

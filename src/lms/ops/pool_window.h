@@ -1,12 +1,17 @@
 // Pooling window arithmetic shared by the pooling shape rules (ops/pool.cc, ops/grad.cc) and the kernels that
 // check their geometry (backends/reference/pool.cc): PyTorch's output size with and without ceil_mode, and
-// the divisor of an average that counts padding.
+// the divisor of an average that counts padding; and which ops are the windowed max and average poolings.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
+#include "lms/ops/op.h"
+
 namespace lms {
+
+inline bool is_max_pool(Op op) { return op == Op::max_pool1d || op == Op::max_pool2d || op == Op::max_pool3d; }
+inline bool is_avg_pool(Op op) { return op == Op::avg_pool1d || op == Op::avg_pool2d || op == Op::avg_pool3d; }
 
 // The output size along one dimension, PyTorch's pooling_output_shape with dilation 1: floor((in + 2 pad -
 // kernel) / stride) + 1; with ceil_mode the ceiling, less one where the last window would start in the right

@@ -12,13 +12,12 @@
 #include <fmt/format.h>
 
 #include "lms/ir/verifier.h"
+#include "lms/ops/pool_window.h"
 #include "lms/passes/rewrite.h"
 
 namespace lms {
 
 namespace {
-
-bool is_max_pool(Op op) { return op == Op::max_pool1d || op == Op::max_pool2d || op == Op::max_pool3d; }
 
 // The forward max pooling of y with max_pool_grad node `grad`'s window (full kernel/stride/pad lists, as
 // autodiff writes them, and ceil_mode) and output type dp; nullopt when y has none.

@@ -15,6 +15,7 @@
 #include "lms/backends/cuda/pool_fns.h"
 #include "lms/backends/reference/kernel_util.h"
 #include "lms/backends/reference/kernels.h"
+#include "lms/ops/pool_window.h"
 #ifdef LMS_HAVE_CUDA_BACKEND
 #include "lms/backends/cuda/cuda_launch.h"
 #endif
@@ -662,15 +663,8 @@ bool is_own_op(Op op) {
 
 bool is_own_call(const KernelCall& call) {
   if (is_own_op(call.op)) return true;
-  switch (call.op) {
-    case Op::max_pool1d:
-    case Op::max_pool2d:
-    case Op::max_pool3d:
-    case Op::avg_pool1d:
-    case Op::avg_pool2d:
-    case Op::avg_pool3d: return call.attrs != nullptr && call.attrs->get_bool("ceil_mode", false);
-    default: return false;
-  }
+  return (is_max_pool(call.op) || is_avg_pool(call.op)) && call.attrs != nullptr &&
+         call.attrs->get_bool("ceil_mode", false);
 }
 
 Result<int64_t> own_workspace_bytes(const KernelCall& call) {
