@@ -22,10 +22,13 @@ import torchvision.ops as ops
 
 DEFAULT_MODELS = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v2", "mobilenet_v3_small",
                   "mobilenet_v3_large", "densenet121", "shufflenet_v2_x1_0", "regnet_y_400mf", "mnasnet0_5",
-                  "squeezenet1_0", "googlenet", "efficientnet_b0", "convnext_tiny", "vgg11_bn", "alexnet"]
+                  "squeezenet1_0", "googlenet", "efficientnet_b0", "convnext_tiny", "vgg11_bn", "alexnet", "vit_b_16",
+                  "swin_t"]
+FIXED_SIZE = {"vit_b_16": 224}  # models whose input size is part of the architecture
 
 
 def export(name, path, image):
+    image = FIXED_SIZE.get(name, image)
     model = getattr(models, name)(num_classes=10, **({"aux_logits": False, "init_weights": True}
                                                      if name == "googlenet" else {}))
     model.train()

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 
+#include "lms/autodiff/autodiff.h"
 #include "lms/autodiff/optimizer.h"
 #include "io/onnx_nodes.h"
 #include "lms/io/onnx_import.h"
@@ -263,6 +264,62 @@ TEST(OnnxImport, CeilModePoolingKeepsItsLastWindow) {
     EXPECT_EQ(g.value(p).type.shape, (Shape{1, 4, 4, 4})) << pool;  // the symbolic batch imports as 1
     EXPECT_TRUE(g.node(g.value(p).producer).attrs.get_bool("ceil_mode", false)) << pool;
   }
+}
+
+// A Vision Transformer's class token as PyTorch exports `cls.expand(n, -1, -1)` (the -1s replaced through
+// ConstantOfShape, Equal and Where) and `h[:, 0]` (a Gather of one constant index on axis 1): the token stays a
+// parameter, broadcast to the batch by `broadcast_to` (whose gradient sums it back), and the pick is a slice.
+TEST(OnnxImport, ClassTokenExpandAndPick) {
+  OnnxModel m;
+  m.opset = 14;
+  m.inputs = {input("x", {std::nullopt, 2, 3})};
+  m.outputs = {input("logits", {std::nullopt, 4})};
+  OnnxAttribute one;
+  one.name = "value";
+  one.kind = OnnxAttribute::Kind::t;
+  one.t = i64({1}, {1});
+  m.initializers = {{"cls", f32({1, 1, 3})},        {"fc.weight", f32({4, 3})}, {"zero", i64({0}, {})},
+                    {"axes0", i64({0}, {1})},       {"rest", i64({-1, -1}, {2})}, {"three", i64({3}, {1})},
+                    {"minus_one", i64({-1}, {})}};
+  m.nodes = {node("Shape", {"x"}, {"s"}),
+             node("Gather", {"s", "zero"}, {"n"}, {int_attr("axis", 0)}),
+             node("Unsqueeze", {"n", "axes0"}, {"n1"}),
+             node("Concat", {"n1", "rest"}, {"target"}, {int_attr("axis", 0)}),
+             node("ConstantOfShape", {"three"}, {"ones"}, {one}),
+             node("Equal", {"target", "minus_one"}, {"is_free"}),
+             node("Where", {"is_free", "ones", "target"}, {"expand_to"}),
+             node("Expand", {"cls", "expand_to"}, {"tokens"}),
+             node("Concat", {"tokens", "x"}, {"h"}, {int_attr("axis", 1)}),
+             node("Gather", {"h", "zero"}, {"first"}, {int_attr("axis", 1)}),
+             node("Gemm", {"first", "fc.weight"}, {"logits"}, {int_attr("transB", 1)})};
+  OnnxImportOptions opts;
+  opts.batch = 5;
+  auto imported = import_onnx(m, "vit", opts);
+  ASSERT_TRUE(imported.has_value()) << imported.error().str();
+  const Graph& g = imported->forward;
+  ASSERT_TRUE(verify(g).has_value()) << verify(g).error().str();
+  const Node* expand = find_op(g, Op::broadcast_to);
+  ASSERT_NE(expand, nullptr);
+  EXPECT_EQ(g.value(expand->inputs[0]).name, "cls");
+  EXPECT_EQ(g.node(g.value(expand->inputs[0]).producer).op, Op::param);
+  EXPECT_EQ(g.value(expand->outputs[0]).type.shape, (Shape{5, 1, 3}));
+  const Node* pick = find_op(g, Op::slice);
+  ASSERT_NE(pick, nullptr);
+  EXPECT_EQ(pick->attrs.get_int("axis", -1), 1);
+  EXPECT_EQ(pick->attrs.get_int("end", -1), 1);
+  EXPECT_EQ(imported->weights.at("cls").data, f32({1, 1, 3}).data);
+  const std::vector<std::string> wrt = {"cls", "fc.weight"};
+  auto training = build_gradient_graph(g, wrt);
+  ASSERT_TRUE(training.has_value()) << training.error().str();
+  EXPECT_EQ(count_op(*training, Op::sum_to), 1) << "the token's gradient sums over the batch";
+
+  m.initializers.push_back({"picks", i64({0, 2}, {2})});  // not consecutive: refused, the indices listed
+  m.nodes[9].inputs[1] = "picks";
+  auto r = import_onnx(m, "vit", opts);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().str().find("constant indices [0,2] are not consecutive entries of axis 1 of [5,3,3]"),
+            std::string::npos)
+      << r.error().str();
 }
 
 TEST(OnnxImport, FixedBatchReshapeAtAnotherBatchSaysWhy) {

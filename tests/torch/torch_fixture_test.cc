@@ -233,7 +233,7 @@ void compare_onnx_with_torch(const std::string& name, int64_t batch) {
   EXPECT_EQ(params, static_cast<int>(std::ranges::count_if(*fx, [](const auto& e) {
               return e.first.starts_with(kGradPrefix);
             })));
-  if (name != "onnx_rms" && name != "onnx_drop" && !name.starts_with("onnx_gpt")) {
+  if (name != "onnx_rms" && name != "onnx_drop" && name != "onnx_vit" && !name.starts_with("onnx_gpt")) {
     EXPECT_GT(stats, 0) << name << ": batch norm statistics should come with the weights";
   }
   compare_with_torch(imported->forward, name + ".npz", DType::f32);
@@ -254,6 +254,8 @@ TEST(TorchOnnxFixtureTest, RmsNormImportMatchesPyTorch) { compare_onnx_with_torc
 TEST(TorchOnnxFixtureTest, DropoutImportMatchesPyTorch) { compare_onnx_with_torch("onnx_drop", 4); }
 // ceil_mode max and average pooling (SqueezeNet's, GoogLeNet's), counting padding and not.
 TEST(TorchOnnxFixtureTest, CeilModePoolingImportMatchesPyTorch) { compare_onnx_with_torch("onnx_ceil", 4); }
+// torchvision's VisionTransformer: the class token (Expand, Concat), nn.MultiheadAttention without a mask, x[:, 0].
+TEST(TorchOnnxFixtureTest, VisionTransformerImportMatchesPyTorch) { compare_onnx_with_torch("onnx_vit", 4); }
 #else
 TEST(TorchOnnxFixtureTest, ReadingOnnxFilesIsAClearErrorInThisBuild) {
   auto model = read_onnx(kFixtures + "onnx_cnn.onnx");

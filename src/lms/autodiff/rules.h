@@ -41,6 +41,8 @@ Result<void> grad_slice(GradContext& c);
 Result<void> grad_softmax(GradContext& c);
 Result<void> grad_embedding(GradContext& c);
 Result<void> grad_reduce(GradContext& c);          // mean and reduce_sum
+Result<void> grad_broadcast_to(GradContext& c);
+Result<void> grad_sum_to(GradContext& c);
 Result<void> grad_cross_entropy(GradContext& c);
 
 }  // namespace lms::autodiff

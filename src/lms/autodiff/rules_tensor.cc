@@ -168,6 +168,20 @@ Result<void> grad_reshape(GradContext& c) {
   return {};
 }
 
+// broadcast_to and sum_to are each other's gradient (an imported Expand reaches autodiff as broadcast_to).
+Result<void> grad_broadcast_to(GradContext& c) {
+  if (c.needs(0)) c.set_grad(0, reduce_to_input(c, 0, c.dy()));
+  return {};
+}
+
+Result<void> grad_sum_to(GradContext& c) {
+  if (!c.needs(0)) return {};
+  const Shape& x = c.in_type(0).shape;
+  c.set_grad(0, c.b.type(c.dy()).shape == x ? c.dy()
+                                            : c.emit(Op::broadcast_to, {c.dy()}, attrs({{"shape", x}}), c.name(0)));
+  return {};
+}
+
 Result<void> grad_transpose(GradContext& c) {
   if (!c.needs(0)) return {};
   IntList perm = c.call().ints("perm"), inverse(perm.size());

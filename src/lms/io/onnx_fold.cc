@@ -108,6 +108,17 @@ Result<HostTensor> fold_binary(std::string_view op, const HostTensor& a, const H
   return out;
 }
 
+Result<HostTensor> fold_expand(const HostTensor& x, const Shape& shape) {
+  const Shape out_shape = LMS_TRY(broadcast_shapes(x.type.shape, shape));
+  HostTensor out = LMS_TRY(make(x.type.dtype, out_shape));
+  const std::vector<int64_t> from = broadcast_offsets(x.type.shape, out_shape);
+  const auto width = static_cast<size_t>(dtype_size(x.type.dtype));
+  for (size_t e = 0; e < from.size(); ++e)
+    std::copy_n(x.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(from[e]) * width), width,
+                out.data.begin() + static_cast<ptrdiff_t>(e * width));
+  return out;
+}
+
 HostTensor fold_not(const HostTensor& x) {
   HostTensor out(TensorType{DType::i64, x.type.shape});
   for (int64_t i = 0; i < x.type.num_elements(); ++i) out.as<int64_t>()[static_cast<size_t>(i)] = x.get(i) == 0;

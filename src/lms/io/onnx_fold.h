@@ -24,6 +24,10 @@ Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 // result). The result has a's dtype and the broadcast shape.
 Result<HostTensor> fold_binary(std::string_view op, const HostTensor& a, const HostTensor& b);
 
+// Expand: x broadcast to the broadcast of its shape and `shape` (ONNX Expand is two-way: a 1 in `shape` keeps
+// x's dim).
+Result<HostTensor> fold_expand(const HostTensor& x, const Shape& shape);
+
 // Logical not: 1 where x is 0, else 0 (i64).
 HostTensor fold_not(const HostTensor& x);
 

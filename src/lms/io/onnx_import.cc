@@ -431,24 +431,31 @@ Result<void> Importer::gather(const OnnxNode& n) {
     }
     return define_const(n, i64_tensor(picked, ids->type.shape));
   }
-  if (axis != 0) return fail("only axis 0 of a table (an embedding) is supported");
-  if (ids != nullptr) {  // rows k, k+1, ... of a table (positions from a Range): a slice, viewed as ids' shape
+  if (ids != nullptr) {  // consecutive constant indices k, k+1, ... (positions from a Range, x[:, 0]): a slice
     const std::vector<int64_t> rows = ints_of(*ids);
     ValueId t = LMS_TRY(data(n, 0));
     const Shape& ts = shape_of(t);
+    const auto r = static_cast<int64_t>(ts.size());
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return fail("axis {} is out of range for rank {}", int_attr(n, "axis", 0), r);
+    const int64_t d = ts[static_cast<size_t>(axis)];
     if (rows.empty()) return fail("no indices");
-    const int64_t end = rows[0] + static_cast<int64_t>(rows.size());
-    bool consecutive = rows[0] >= 0 && end <= ts[0];
-    for (size_t i = 0; i < rows.size() && consecutive; ++i) consecutive = rows[i] == rows[0] + static_cast<int64_t>(i);
+    const int64_t first = rows[0] < 0 ? rows[0] + d : rows[0], end = first + static_cast<int64_t>(rows.size());
+    bool consecutive = first >= 0 && end <= d;
+    for (size_t i = 0; i < rows.size() && consecutive; ++i)
+      consecutive = (rows[i] < 0 ? rows[i] + d : rows[i]) == first + static_cast<int64_t>(i);
     if (!consecutive)
-      return fail("constant indices {} are not consecutive rows of the table {}", to_string(Shape(rows)),
+      return fail("constant indices {} are not consecutive entries of axis {} of {}", abbreviated(rows), axis,
                   to_string(ts));
-    Shape view = ids->type.shape;
-    view.insert(view.end(), ts.begin() + 1, ts.end());
-    ValueId y = b_.op(Op::slice, {t}, attrs({{"axis", int64_t{0}}, {"start", rows[0]}, {"end", end}}), out_name(n));
+    Shape view(ts.begin(), ts.begin() + axis);  // the indices' dims replace the axis
+    view.insert(view.end(), ids->type.shape.begin(), ids->type.shape.end());
+    view.insert(view.end(), ts.begin() + axis + 1, ts.end());
+    if (first == 0 && end == d) return define_view(n, t, view);
+    ValueId y = b_.op(Op::slice, {t}, attrs({{"axis", axis}, {"start", first}, {"end", end}}), out_name(n));
     if (!b_.ok()) return std::unexpected(*b_.error());
     return define_view(n, y, view);
   }
+  if (axis != 0) return fail("only axis 0 of a table (an embedding) is read at computed ids");
   return define(n, b_.op(Op::embedding, {LMS_TRY(data(n, 0)), LMS_TRY(data(n, 1))}, {}, out_name(n)));
 }
 
@@ -474,6 +481,30 @@ Result<void> Importer::constant_node(const OnnxNode& n) {
     return define_const(n, std::move(t));
   }
   return fail("only 'value', 'value_int', 'value_ints' and 'value_float' constants are supported");
+}
+
+Result<void> Importer::constant_of_shape(const OnnxNode& n) {
+  const HostTensor* shape = constant(n, 0);
+  if (shape == nullptr) return fail("the shape input is not a constant");
+  HostTensor value(TensorType{DType::f32, {}});  // ONNX's default: a float 0
+  if (const OnnxAttribute* a = attr(n, "value", Kind::t)) {
+    if (a->t.type.num_elements() != 1) return fail("'value' has {} elements, not one", a->t.type.num_elements());
+    value = a->t;
+    value.type.shape = {};
+  }
+  return define_const(n, LMS_TRY(fold_expand(value, Shape(ints_of(*shape)))));
+}
+
+Result<void> Importer::expand(const OnnxNode& n) {
+  const HostTensor* shape = constant(n, 1);
+  if (shape == nullptr) return fail("the shape input '{}' is not a constant", has_input(n, 1) ? n.inputs[1] : "");
+  const HostTensor* c = constant(n, 0);
+  if (c != nullptr && !(is_float(c->type.dtype) && initializers_.contains(n.inputs[0])))  // not a parameter
+    return define_const(n, LMS_TRY(fold_expand(*c, Shape(ints_of(*shape)))));
+  ValueId x = LMS_TRY(data(n, 0));
+  const Shape to = LMS_TRY(broadcast_shapes(shape_of(x), Shape(ints_of(*shape))));
+  if (to == shape_of(x)) return define(n, x);
+  return define(n, b_.op(Op::broadcast_to, {x}, attrs({{"shape", IntList(to)}}), out_name(n)));
 }
 
 Result<void> Importer::cast(const OnnxNode& n) {
@@ -503,11 +534,13 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"Clip", &Importer::clip},
       {"Concat", &Importer::concat},
       {"Constant", &Importer::constant_node},
+      {"ConstantOfShape", &Importer::constant_of_shape},
       {"Conv", &Importer::conv},
       {"ConvTranspose", &Importer::conv},
       {"Div", &Importer::binary},
       {"Dropout", &Importer::identity},
       {"Equal", &Importer::fold},
+      {"Expand", &Importer::expand},
       {"Flatten", &Importer::reshape_like},
       {"Gather", &Importer::gather},
       {"Gelu", &Importer::unary},

@@ -7,6 +7,8 @@
 // first read as data. Nothing outside src/lms/io includes this file.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <map>
 #include <optional>
 #include <set>
@@ -39,6 +41,13 @@ inline std::vector<int64_t> ints_of(const HostTensor& t) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(t.get(static_cast<int64_t>(i)));
   }
   return out;
+}
+
+// A list for an error line: all of it up to 8 values, else the first 8 and how many in all.
+inline std::string abbreviated(const std::vector<int64_t>& v) {
+  constexpr size_t kShown = 8;
+  if (v.size() <= kShown) return to_string(Shape(v));
+  return fmt::format("[{},... ({} in all)]", fmt::join(v.begin(), v.begin() + kShown, ","), v.size());
 }
 
 // A fill value that masks an attention score out: -inf, or one so negative that exp() of it underflows to 0
@@ -230,6 +239,10 @@ class Importer {
   Result<void> gather(const OnnxNode& n);
   Result<void> shape(const OnnxNode& n);
   Result<void> constant_node(const OnnxNode& n);
+  // ConstantOfShape: a constant (shape from a constant input) of one value.
+  Result<void> constant_of_shape(const OnnxNode& n);
+  // Expand: folded on constants; on data, a `broadcast_to` (nothing where the shape does not grow).
+  Result<void> expand(const OnnxNode& n);
   Result<void> cast(const OnnxNode& n);
 
   Result<ValueId> data_input();

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "lms/autodiff/rules.h"
 #include "lms/ops/op_table.h"
 
 namespace lms::ops {
@@ -269,6 +270,7 @@ void define_grad_tensor_ops(OpTable& t) {
     d.attrs = {{"shape", AttrKind::IntList, std::nullopt, "the target shape; x's shape must broadcast to it"}};
     d.shape = broadcast_to_shape;
     d.cost = movement_cost;
+    d.grad = autodiff::grad_broadcast_to;
   }
   {
     OpDef& d = grad_op(t.define(Op::sum_to), {"x"}, "x summed down to `shape` (the inverse of broadcast_to)");
@@ -276,6 +278,7 @@ void define_grad_tensor_ops(OpTable& t) {
     d.attrs = {{"shape", AttrKind::IntList, std::nullopt, "the target shape; it must broadcast to x's shape"}};
     d.shape = sum_to_shape;
     d.cost = per_input_cost<kAddFlopsPerElement>;
+    d.grad = autodiff::grad_sum_to;
   }
   {
     OpDef& d = grad_op(t.define(Op::slice_grad), {"dy"},
