@@ -1,5 +1,5 @@
 // The ONNX importer's transformer paths, on OnnxModel values built here: the constant folds (io/onnx_fold.h), causal
-// masks (Where and additive) becoming a causal softmax, Split and Slice
+// masks (Where and additive) becoming a causal softmax and other constant masks an add, Split and Slice (steps too)
 // as `slice`, Range positions as a slice of the table, Identity-shared initializers as separate parameters, and
 // the refusals. tests/torch/torch_fixture_test.cc checks a real nanoGPT export against PyTorch's gradients.
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 
 #include "io/onnx_nodes.h"
 #include "lms/io/onnx_fold.h"
+#include "lms/backends/reference/interpreter.h"
 #include "lms/io/onnx_import.h"
 #include "lms/ir/verifier.h"
 
@@ -36,6 +37,48 @@ TEST(OnnxFold, BinaryBroadcastsAndDividesIntegersExactly) {
   EXPECT_EQ(values(*eq), (std::vector<double>{1, 0, 1}));
   EXPECT_FALSE(fold_binary("Div", tensor(DType::i64, {}, {1}), tensor(DType::i64, {}, {0})).has_value());
   EXPECT_FALSE(fold_binary("Add", tensor(DType::f32, {2}, {}), tensor(DType::f32, {3}, {})).has_value());
+}
+
+// What swin's shifted-window mask is built from: Mod with either sign rule, Transpose, Concat, Expand, ScatterND.
+TEST(OnnxFold, ModTransposeConcatExpandScatter) {
+  auto mod = fold_binary("Mod", tensor(DType::i64, {4}, {7, -7, 7, -7}), tensor(DType::i64, {4}, {3, 3, -3, -3}));
+  ASSERT_TRUE(mod.has_value()) << mod.error().str();
+  EXPECT_EQ(values(*mod), (std::vector<double>{1, 2, -2, -1})) << "the divisor's sign, as Python's %";
+  auto fmod = fold_binary("Fmod", tensor(DType::f32, {2}, {7, -7}), tensor(DType::f32, {}, {3}));
+  ASSERT_TRUE(fmod.has_value()) << fmod.error().str();
+  EXPECT_EQ(values(*fmod), (std::vector<double>{1, -1})) << "the dividend's sign, as C's fmod";
+  EXPECT_FALSE(fold_binary("Mod", tensor(DType::f32, {}, {1}), tensor(DType::f32, {}, {2})).has_value());
+
+  const HostTensor x = tensor(DType::i64, {2, 3}, {0, 1, 2, 3, 4, 5});
+  auto t = fold_transpose(x, std::vector<int64_t>{1, 0});
+  ASSERT_TRUE(t.has_value()) << t.error().str();
+  EXPECT_EQ(t->type.shape, (Shape{3, 2}));
+  EXPECT_EQ(values(*t), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+  EXPECT_FALSE(fold_transpose(x, std::vector<int64_t>{0, 0}).has_value());
+
+  const HostTensor col = tensor(DType::i64, {2, 1}, {9, 8});
+  const HostTensor* parts[] = {&x, &col};
+  auto c = fold_concat(parts, -1);
+  ASSERT_TRUE(c.has_value()) << c.error().str();
+  EXPECT_EQ(c->type.shape, (Shape{2, 4}));
+  EXPECT_EQ(values(*c), (std::vector<double>{0, 1, 2, 9, 3, 4, 5, 8}));
+  const HostTensor* bad[] = {&x, &t.value()};
+  EXPECT_FALSE(fold_concat(bad, 0).has_value());
+
+  auto e = fold_expand(tensor(DType::f32, {2, 1}, {1, 2}), Shape{3, 1, 2});
+  ASSERT_TRUE(e.has_value()) << e.error().str();
+  EXPECT_EQ(e->type.shape, (Shape{3, 2, 2})) << "two-way: a 1 in the shape keeps the input's dim";
+  EXPECT_EQ(values(*e), (std::vector<double>{1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 2, 2}));
+
+  // Rows 2 and 0 of a 3x2 zero matrix replaced: indices [2,1] of depth 1, updates [2,2].
+  auto sc = fold_scatter_nd(tensor(DType::f32, {3, 2}, {0, 0, 0, 0, 0, 0}), tensor(DType::i64, {2, 1}, {2, 0}),
+                            tensor(DType::f32, {2, 2}, {5, 6, 7, 8}));
+  ASSERT_TRUE(sc.has_value()) << sc.error().str();
+  EXPECT_EQ(values(*sc), (std::vector<double>{7, 8, 0, 0, 5, 6}));
+  EXPECT_FALSE(fold_scatter_nd(tensor(DType::f32, {3, 2}, {0, 0, 0, 0, 0, 0}), tensor(DType::i64, {1, 1}, {3}),
+                               tensor(DType::f32, {1, 2}, {1, 1}))
+                   .has_value())
+      << "index out of range";
 }
 
 TEST(OnnxFold, SliceClampsAsOnnxDefines) {
@@ -143,25 +186,94 @@ TEST(OnnxAttention, AMaskedFillBecomesACausalSoftmax) {
   EXPECT_TRUE(causal_softmax(added->forward));
 }
 
-TEST(OnnxAttention, RefusalsSayWhatIsSupported) {
-  const double inf = std::numeric_limits<double>::infinity();
+// Slices with steps on data (PatchMerging's x[:, 1::2, 0::2, :]): a span viewed as [count, step] and one entry of
+// each step, so the values are exactly the strided ones. Rows 1::2 of 4 take a span ending at the axis' end;
+// columns 0::2 of 5 need 6 elements, so the last one is concatenated.
+TEST(OnnxSlice, StepsOnDataPickEveryStepthElement) {
+  OnnxModel m;
+  m.opset = 14;
+  m.inputs = {info("x", {std::nullopt, 4, 5, 1}, /*FLOAT*/ 1)};
+  m.outputs = {info("logits", {std::nullopt, 3})};
+  m.initializers = {{"starts", tensor(DType::i64, {2}, {1, 0})},
+                    {"ends", tensor(DType::i64, {2}, {100, 100})},
+                    {"axes", tensor(DType::i64, {2}, {1, 2})},
+                    {"steps", tensor(DType::i64, {2}, {2, 2})},
+                    {"flat", tensor(DType::i64, {2}, {0, -1})},
+                    {"fc", tensor(DType::f32, {6, 3}, std::vector<double>(18, 0.5))}};
+  m.nodes = {node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"picked"}),
+             node("Reshape", {"picked", "flat"}, {"rows"}),
+             node("MatMul", {"rows", "fc"}, {"logits"})};
+  auto imported = import_onnx(m, "strided");
+  ASSERT_TRUE(imported.has_value()) << imported.error().str();
+  const Graph& g = imported->forward;
+  ASSERT_TRUE(verify(g).has_value()) << verify(g).error().str();
+  const ValueId picked = *g.find_value("picked");
+  EXPECT_EQ(g.value(picked).type.shape, (Shape{1, 2, 3, 1}));
+  std::vector<double> x(20);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i);
+  std::map<std::string, HostTensor> feeds = {{"x", tensor(DType::f32, {1, 4, 5, 1}, x)},
+                                             {"labels", tensor(DType::i64, {1}, {0})},
+                                             {"fc", imported->weights.at("fc")}};
+  auto out = interpret(g, feeds);
+  ASSERT_TRUE(out.has_value()) << out.error().str();
+  // Rows 1 and 3, columns 0, 2 and 4 of the 4x5 matrix 0..19.
+  EXPECT_EQ(values((*out)[picked.v]), (std::vector<double>{5, 7, 9, 15, 17, 19}));
+
+  m.initializers[0].second = tensor(DType::i64, {2}, {1, 4});  // columns backwards: refused
+  m.initializers[1].second = tensor(DType::i64, {2}, {100, -100});
+  m.initializers[3].second = tensor(DType::i64, {2}, {2, -1});
+  auto r = import_onnx(m, "strided");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().str().find("a slice with step -1 along axis 2 (backwards) is not supported"), std::string::npos)
+      << r.error().str();
+}
+
+// A constant mask that is not causal (here: keeping j >= i) is the scores plus a constant held as state, 0 where
+// kept and the fill where masked; the Softmax stays a plain one.
+TEST(OnnxAttention, OtherConstantMasksAreAdded) {
   HostTensor anti = tril_keep();  // keeps j >= i: not causal
   for (int64_t i = 0; i < 4; ++i)
     for (int64_t j = 0; j < 4; ++j) anti.set(i * 4 + j, j >= i);
+  OnnxImportOptions opts;
+  opts.batch = 3;
+  for (double fill : {-std::numeric_limits<double>::infinity(), -1e9}) {
+    auto imported = import_onnx(attention({node("Where", {"keep", "scores", "fill"}, {"masked"})},
+                                          {{"keep", anti}, {"fill", tensor(DType::f32, {}, {fill})}}),
+                                "anti", opts);
+    ASSERT_TRUE(imported.has_value()) << imported.error().str();
+    const Graph& g = imported->forward;
+    ASSERT_TRUE(verify(g).has_value()) << verify(g).error().str();
+    EXPECT_FALSE(causal_softmax(g));
+    const ValueId masked = *g.find_value("masked");
+    const Node& add = g.node(g.value(masked).producer);
+    ASSERT_EQ(add.op, Op::add);
+    const Value& mask = g.value(add.inputs[1]);
+    EXPECT_EQ(g.node(mask.producer).op, Op::state);
+    const HostTensor& values = imported->weights.at(mask.name);
+    EXPECT_EQ(values.type.shape, (Shape{1, 4, 4}));
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(values.get(i * 4 + j), j >= i ? 0.0 : fill) << i << "," << j;
+  }
+}
+
+TEST(OnnxAttention, RefusalsSayWhatIsSupported) {
+  const double inf = std::numeric_limits<double>::infinity();
+  HostTensor first_row_out = tril_keep();  // row 0 masked whole
+  first_row_out.set(0, 0);
   struct Case {
     const char* what;
     OnnxModel model;
     const char* needle;
   };
   const Case cases[] = {
-      {"not causal",
-       attention({node("Where", {"keep", "scores", "ninf"}, {"masked"})},
-                 {{"keep", anti}, {"ninf", tensor(DType::f32, {}, {-inf})}}),
-       "is not causal for scores [3,4,4]"},
+      {"a row masked whole by a finite fill",
+       attention({node("Where", {"keep", "scores", "fill"}, {"masked"})},
+                 {{"keep", first_row_out}, {"fill", tensor(DType::f32, {}, {-1e9})}}),
+       "the attention mask [1,4,4] masks row 0 whole with the finite fill"},
       {"a small fill",
        attention({node("Where", {"keep", "scores", "small"}, {"masked"})},
                  {{"keep", tril_keep()}, {"small", tensor(DType::f32, {}, {-1})}}),
-       "Where is supported on constants, and on data only as a causal attention mask"},
+       "Where is supported on constants, and on data only as an attention mask"},
       {"masked scores read elsewhere",
        [&] {
          OnnxModel m = attention({node("Where", {"keep", "scores", "ninf"}, {"masked"})},

@@ -75,9 +75,10 @@ Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
 }
 
 Result<HostTensor> fold_binary(std::string_view op, const HostTensor& a, const HostTensor& b) {
-  const bool equal = op == "Equal";
-  if (!equal && op != "Add" && op != "Sub" && op != "Mul" && op != "Div")
+  const bool equal = op == "Equal", mod = op == "Mod", fmod = op == "Fmod";
+  if (!equal && !mod && !fmod && op != "Add" && op != "Sub" && op != "Mul" && op != "Div")
     return fail("cannot fold '{}' (internal: not a foldable binary op)", op);
+  if (mod && !is_int(a.type.dtype)) return fail("Mod of floats needs fmod = 1");
   if (is_int(a.type.dtype) != is_int(b.type.dtype))
     return fail("'{}' of {} and {} mixes integer and float types", op, to_string(a.type), to_string(b.type));
   const Shape shape = LMS_TRY(broadcast_shapes(a.type.shape, b.type.shape));
@@ -90,9 +91,10 @@ Result<HostTensor> fold_binary(std::string_view op, const HostTensor& a, const H
       int64_t v = 0;
       if (equal) {
         v = x == y;
-      } else if (op == "Div") {
+      } else if (op == "Div" || mod || fmod) {
         if (y == 0) return fail("integer division by zero");
-        v = x / y;
+        v = op == "Div" ? x / y : x % y;
+        if (mod && v != 0 && (v < 0) != (y < 0)) v += y;  // the divisor's sign, as Python's %
       } else if ((op == "Add" && __builtin_add_overflow(x, y, &v)) ||
                  (op == "Sub" && __builtin_sub_overflow(x, y, &v)) ||
                  (op == "Mul" && __builtin_mul_overflow(x, y, &v))) {
@@ -101,7 +103,12 @@ Result<HostTensor> fold_binary(std::string_view op, const HostTensor& a, const H
       set_int(out, i, v);
     } else {
       const double x = a.get(ia[e]), y = b.get(ib[e]);
-      const double v = equal ? double(x == y) : op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+      const double v = equal      ? double(x == y)
+                       : fmod       ? std::fmod(x, y)
+                       : op == "Add" ? x + y
+                       : op == "Sub" ? x - y
+                       : op == "Mul" ? x * y
+                                     : x / y;
       out.set(i, v);
     }
   }
@@ -116,6 +123,102 @@ Result<HostTensor> fold_expand(const HostTensor& x, const Shape& shape) {
   for (size_t e = 0; e < from.size(); ++e)
     std::copy_n(x.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(from[e]) * width), width,
                 out.data.begin() + static_cast<ptrdiff_t>(e * width));
+  return out;
+}
+
+Result<HostTensor> fold_transpose(const HostTensor& x, std::span<const int64_t> perm) {
+  const Shape& in = x.type.shape;
+  const size_t r = in.size();
+  std::vector<bool> seen(r, false);
+  for (int64_t p : perm) {
+    if (perm.size() != r || p < 0 || p >= static_cast<int64_t>(r) || seen[static_cast<size_t>(p)])
+      return fail("perm {} does not permute the {} dims of {}", to_string(Shape(perm.begin(), perm.end())), r,
+                  to_string(in));
+    seen[static_cast<size_t>(p)] = true;
+  }
+  if (perm.size() != r) return fail("perm has {} entries for rank {}", perm.size(), r);
+  Shape out_shape(r);
+  std::vector<int64_t> in_stride(r, 1), stride(r);  // stride[k]: the input step of output dim k
+  for (size_t k = r; k-- > 1;) in_stride[k - 1] = in_stride[k] * in[k];
+  for (size_t k = 0; k < r; ++k) {
+    out_shape[k] = in[static_cast<size_t>(perm[k])];
+    stride[k] = in_stride[static_cast<size_t>(perm[k])];
+  }
+  HostTensor out = LMS_TRY(make(x.type.dtype, out_shape));
+  const auto width = static_cast<size_t>(dtype_size(x.type.dtype));
+  std::vector<int64_t> index(r, 0);
+  int64_t from = 0;
+  for (int64_t e = 0; e < out.type.num_elements(); ++e) {
+    std::copy_n(x.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(from) * width), width,
+                out.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(e) * width));
+    for (size_t k = r; k-- > 0;) {  // the odometer over the output, tracking the input offset
+      from += stride[k];
+      if (++index[k] < out_shape[k]) break;
+      from -= stride[k] * out_shape[k];
+      index[k] = 0;
+    }
+  }
+  return out;
+}
+
+Result<HostTensor> fold_concat(std::span<const HostTensor* const> parts, int64_t axis) {
+  const Shape& first = parts.front()->type.shape;
+  const auto r = static_cast<int64_t>(first.size());
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return fail("Concat axis {} is out of range for rank {}", axis, r);
+  const auto a = static_cast<size_t>(axis);
+  Shape out_shape = first;
+  out_shape[a] = 0;
+  for (const HostTensor* p : parts) {
+    Shape s = p->type.shape;
+    if (p->type.dtype != parts.front()->type.dtype || s.size() != first.size())
+      return fail("Concat of {} and {}", to_string(parts.front()->type), to_string(p->type));
+    out_shape[a] += s[a];
+    s[a] = first[a];
+    if (s != first) return fail("Concat of {} and {} along axis {}", to_string(first), to_string(p->type.shape), axis);
+  }
+  HostTensor out = LMS_TRY(make(parts.front()->type.dtype, out_shape));
+  // Row-major: each part contributes a block of (its axis dim x inner) elements per outer index.
+  const auto width = static_cast<size_t>(dtype_size(out.type.dtype));
+  int64_t outer = 1, inner = 1;
+  for (size_t k = 0; k < a; ++k) outer *= first[k];
+  for (size_t k = a + 1; k < first.size(); ++k) inner *= first[k];
+  auto to = out.data.begin();
+  for (int64_t o = 0; o < outer; ++o)
+    for (const HostTensor* p : parts) {
+      const auto block = static_cast<size_t>(p->type.shape[a] * inner) * width;
+      to = std::copy_n(p->data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(o) * block), block, to);
+    }
+  return out;
+}
+
+Result<HostTensor> fold_scatter_nd(const HostTensor& data, const HostTensor& indices, const HostTensor& updates) {
+  const Shape &d = data.type.shape, &ix = indices.type.shape, &up = updates.type.shape;
+  if (ix.empty() || !is_int(indices.type.dtype)) return fail("ScatterND indices {}", to_string(indices.type));
+  const auto k = static_cast<size_t>(ix.back());
+  Shape want(ix.begin(), ix.end() - 1);  // updates: indices' dims but the last, then data's dims past k
+  if (k > d.size()) return fail("ScatterND indices of depth {} into rank {}", k, d.size());
+  want.insert(want.end(), d.begin() + static_cast<ptrdiff_t>(k), d.end());
+  if (up != want || updates.type.dtype != data.type.dtype)
+    return fail("ScatterND updates {} for data {} and indices {} (expected {})", to_string(updates.type),
+                to_string(data.type), to_string(ix), to_string(want));
+  int64_t slice = 1;
+  for (size_t a = k; a < d.size(); ++a) slice *= d[a];
+  HostTensor out = data;
+  const auto width = static_cast<size_t>(dtype_size(data.type.dtype));
+  const int64_t tuples = indices.type.num_elements() / std::max<int64_t>(static_cast<int64_t>(k), 1);
+  for (int64_t t = 0; t < (k == 0 ? 1 : tuples); ++t) {
+    int64_t offset = 0;
+    for (size_t a = 0; a < k; ++a) {
+      int64_t i = int_at(indices, t * static_cast<int64_t>(k) + static_cast<int64_t>(a));
+      if (i < 0) i += d[a];
+      if (i < 0 || i >= d[a]) return fail("ScatterND index {} out of range for dim {} of {}", i, a, to_string(d));
+      offset = offset * d[a] + i;
+    }
+    const auto bytes = static_cast<size_t>(slice) * width;
+    std::copy_n(updates.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(t) * bytes), bytes,
+                out.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(offset) * bytes));
+  }
   return out;
 }
 

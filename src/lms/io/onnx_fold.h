@@ -1,8 +1,9 @@
 // Constant evaluation of the ONNX operators that exports use for shape arithmetic and attention masks, on host
-// tensors: broadcasting Add/Sub/Mul/Div/Equal, Not, Where, Slice and Range. The importer (io/onnx_import.cc)
-// calls these when every input of a node is a constant, so a mask computed from a registered buffer
-// (`mask[:, :, :T, :T] == 0`) or positions from `arange(T)` become plain constants it can recognise. Booleans
-// are i64 0/1, as the reader widens them. Results are limited to kMaxFoldElements elements.
+// tensors: broadcasting Add/Sub/Mul/Div/Mod/Equal, Not, Where, Expand, Transpose, Concat, ScatterND, Slice and
+// Range. The importer (io/onnx_import.cc) calls these when every input of a node is a constant, so a mask
+// computed from a registered buffer (`mask[:, :, :T, :T] == 0`) or positions from `arange(T)` become plain
+// constants it can recognise. Booleans are i64 0/1, as the reader widens them. Results are limited to
+// kMaxFoldElements elements.
 #pragma once
 
 #include <cstdint>
@@ -20,13 +21,24 @@ constexpr int64_t kMaxFoldElements = int64_t{1} << 26;  // 512 MiB of i64: far p
 // NumPy broadcasting of two shapes (aligned at the right; each pair equal or one of them 1).
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 
-// `op` is "Add", "Sub", "Mul", "Div" (integer division truncates; by zero is an error) or "Equal" (an i64 0/1
-// result). The result has a's dtype and the broadcast shape.
+// `op` is "Add", "Sub", "Mul", "Div" (integer division truncates; by zero is an error), "Mod" (integers; the
+// remainder takes the divisor's sign, ONNX's fmod = 0), "Fmod" (the dividend's sign, ONNX's fmod = 1) or "Equal"
+// (an i64 0/1 result). The result has a's dtype and the broadcast shape.
 Result<HostTensor> fold_binary(std::string_view op, const HostTensor& a, const HostTensor& b);
 
 // Expand: x broadcast to the broadcast of its shape and `shape` (ONNX Expand is two-way: a 1 in `shape` keeps
 // x's dim).
 Result<HostTensor> fold_expand(const HostTensor& x, const Shape& shape);
+
+// Transpose: out dim k is x's dim perm[k].
+Result<HostTensor> fold_transpose(const HostTensor& x, std::span<const int64_t> perm);
+
+// Concat along `axis` (negative counts from the end): same dtype and rank, dims equal but the axis.
+Result<HostTensor> fold_concat(std::span<const HostTensor* const> parts, int64_t axis);
+
+// ScatterND without reduction: `data` with, for each index tuple (the last dim of `indices`, k <= rank of data),
+// the addressed slice of rank r - k replaced by the matching entry of `updates`.
+Result<HostTensor> fold_scatter_nd(const HostTensor& data, const HostTensor& indices, const HostTensor& updates);
 
 // Logical not: 1 where x is 0, else 0 (i64).
 HostTensor fold_not(const HostTensor& x);

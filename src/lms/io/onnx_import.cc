@@ -188,10 +188,12 @@ Result<void> Importer::binary(const OnnxNode& n) {
   const std::string& t = n.op_type;
   if (constant(n, 0) && constant(n, 1))
     return define_const(n, LMS_TRY(fold_binary(t, *constant(n, 0), *constant(n, 1))));
-  // Scores plus a constant of zeros and fills (an additive attention mask).
+  // Scores plus a constant of zeros and fills masking causally: a causal Softmax. Any other constant added is
+  // held as state (Importer::tensor).
   for (size_t side : {size_t{1}, size_t{0}}) {
-    const HostTensor* c = constant(n, side);
-    if (t != "Add" || c == nullptr || c->type.num_elements() < 2) continue;
+    const HostTensor* c = constant(n, side);  // an initializer too: a registered mask buffer
+    if (t != "Add" || c == nullptr || c->type.num_elements() < 2 || !tensors_.contains(n.inputs[1 - side]))
+      continue;
     HostTensor masked(TensorType{DType::i64, c->type.shape});
     bool mask = true, filled = false;
     for (int64_t k = 0; k < c->type.num_elements() && mask; ++k) {
@@ -199,7 +201,10 @@ Result<void> Importer::binary(const OnnxNode& n) {
       filled = filled || c->get(k) != 0;
       masked.set(k, c->get(k) != 0);
     }
-    if (mask && filled) return mask_scores(n, n.inputs[1 - side], masked);
+    if (mask && filled && is_causal_mask(masked, tensors_.at(n.inputs[1 - side]).shape)) {
+      masked_[n.outputs.at(0)] = n.inputs[1 - side];
+      return {};
+    }
   }
   // A one-element constant factor: Mul and Div by it are `scale` (Div by its reciprocal).
   if (t == "Mul" || t == "Div") {
@@ -353,26 +358,20 @@ Result<void> Importer::identity(const OnnxNode& n) {
 }
 
 Result<void> Importer::transpose(const OnnxNode& n) {
-  ValueId x = LMS_TRY(data(n, 0));
-  std::vector<int64_t> perm(shape_of(x).size());
+  const HostTensor* c = folded(n, 0);
+  std::vector<int64_t> perm(c != nullptr ? c->type.shape.size() : LMS_TRY(tensor(n, 0)).shape.size());
   std::iota(perm.rbegin(), perm.rend(), 0);  // ONNX's default reverses the dims
   perm = ints_attr(n, "perm").value_or(perm);
-  return define(n, b_.op(Op::transpose, {x}, attrs({{"perm", IntList(perm)}}), out_name(n)));
+  if (c != nullptr) return define_const(n, LMS_TRY(fold_transpose(*c, perm)));
+  return define(n, b_.op(Op::transpose, {LMS_TRY(data(n, 0))}, attrs({{"perm", IntList(perm)}}), out_name(n)));
 }
 
 Result<void> Importer::concat(const OnnxNode& n) {
   const int64_t axis = int_attr(n, "axis", 0);
-  bool all_const = true;
-  for (size_t i = 0; i < n.inputs.size(); ++i) all_const = all_const && constant(n, i) != nullptr;
-  if (all_const && !n.inputs.empty()) {  // shape arithmetic: 1-D integer lists
-    std::vector<int64_t> joined;
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      const HostTensor& c = *constant(n, i);
-      if (c.type.rank() != 1 || is_float(c.type.dtype)) return fail("only 1-D integer constants are concatenated");
-      for (int64_t v : ints_of(c)) joined.push_back(v);
-    }
-    return define_const(n, i64_tensor(joined, {static_cast<int64_t>(joined.size())}));
-  }
+  std::vector<const HostTensor*> parts;  // all constants: shape lists, index tables
+  for (size_t i = 0; i < n.inputs.size(); ++i) parts.push_back(folded(n, i));
+  if (!parts.empty() && std::ranges::find(parts, nullptr) == parts.end())
+    return define_const(n, LMS_TRY(fold_concat(parts, axis)));
   std::vector<ValueId> xs;
   for (size_t i = 0; i < n.inputs.size(); ++i) xs.push_back(LMS_TRY(data(n, i)));
   return define(n, b_.op(Op::concat, std::move(xs), attrs({{"axis", axis}}), out_name(n)));
@@ -444,6 +443,15 @@ Result<void> Importer::gather(const OnnxNode& n) {
     bool consecutive = first >= 0 && end <= d;
     for (size_t i = 0; i < rows.size() && consecutive; ++i)
       consecutive = (rows[i] < 0 ? rows[i] + d : rows[i]) == first + static_cast<int64_t>(i);
+    if (!consecutive && axis == 0) {  // any rows (a relative position bias table): an embedding at constant ids
+      std::vector<int64_t> at(rows.size());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        at[i] = rows[i] < 0 ? rows[i] + d : rows[i];
+        if (at[i] < 0 || at[i] >= d) return fail("index {} is out of range for axis 0 of {}", rows[i], to_string(ts));
+      }
+      const ValueId picks = constant_state(n.inputs[1], i64_tensor(at, ids->type.shape));
+      return define(n, b_.op(Op::embedding, {t, picks}, {}, out_name(n)));
+    }
     if (!consecutive)
       return fail("constant indices {} are not consecutive entries of axis {} of {}", abbreviated(rows), axis,
                   to_string(ts));
@@ -498,9 +506,7 @@ Result<void> Importer::constant_of_shape(const OnnxNode& n) {
 Result<void> Importer::expand(const OnnxNode& n) {
   const HostTensor* shape = constant(n, 1);
   if (shape == nullptr) return fail("the shape input '{}' is not a constant", has_input(n, 1) ? n.inputs[1] : "");
-  const HostTensor* c = constant(n, 0);
-  if (c != nullptr && !(is_float(c->type.dtype) && initializers_.contains(n.inputs[0])))  // not a parameter
-    return define_const(n, LMS_TRY(fold_expand(*c, Shape(ints_of(*shape)))));
+  if (const HostTensor* c = folded(n, 0)) return define_const(n, LMS_TRY(fold_expand(*c, Shape(ints_of(*shape)))));
   ValueId x = LMS_TRY(data(n, 0));
   const Shape to = LMS_TRY(broadcast_shapes(shape_of(x), Shape(ints_of(*shape))));
   if (to == shape_of(x)) return define(n, x);
@@ -552,6 +558,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"LayerNormalization", &Importer::layer_norm},
       {"MatMul", &Importer::matmul},
       {"MaxPool", &Importer::pool},
+      {"Mod", &Importer::fold},
       {"Mul", &Importer::binary},
       {"Neg", &Importer::unary},
       {"Not", &Importer::fold},
@@ -562,6 +569,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"ReduceMean", &Importer::reduce_mean},
       {"Relu", &Importer::unary},
       {"Reshape", &Importer::reshape_like},
+      {"ScatterND", &Importer::fold},
       {"Shape", &Importer::shape},
       {"Sigmoid", &Importer::unary},
       {"Silu", &Importer::unary},  // fuse_silu's, not an ONNX operator

@@ -1,9 +1,11 @@
 // The importer's handlers for what transformers need (see onnx_importer.h): Slice and Split as `slice`, causal
-// attention masks (Where, or Add of a constant) carried to the Softmax that reads them, and Equal/Not/Range
+// attention masks (Where, or Add of a constant) carried to the Softmax that reads them (other constant masks
+// become an `add` of the constant), and Equal/Not/Range/Mod/ScatterND
 // folded on constants.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "lms/io/onnx_fold.h"
@@ -11,15 +13,31 @@
 
 namespace lms::onnx_import_detail {
 
-Result<void> Importer::mask_scores(const OnnxNode& n, const std::string& scores, const HostTensor& masked) {
+Result<void> Importer::mask_scores(const OnnxNode& n, const std::string& scores, const HostTensor& masked,
+                                   const HostTensor& fill) {
   OnnxNode reader;
   reader.inputs = {scores};
   const Shape shape = LMS_TRY(tensor(reader, 0)).shape;
-  if (!is_causal_mask(masked, shape))
-    return fail("the attention mask {} is not causal for scores {} (only causal masks are supported: entries "
-                "[..., i, j] with j > i filled)", to_string(masked.type.shape), to_string(shape));
-  masked_[n.outputs.at(0)] = scores;
-  return {};
+  if (is_causal_mask(masked, shape)) {
+    masked_[n.outputs.at(0)] = scores;
+    return {};
+  }
+  // Any other constant mask: the scores plus a constant, 0 where kept and the fill where masked. The same after
+  // the softmax wherever a row keeps an entry; a row masked whole would be uniform under a finite fill, where the
+  // sum gives the softmax of its scores.
+  const int64_t cols = masked.type.shape.empty() ? 1 : masked.type.shape.back();
+  for (int64_t row = 0; std::isfinite(fill.get(0)) && row * cols < masked.type.num_elements(); ++row) {
+    bool kept = false;
+    for (int64_t j = 0; j < cols && !kept; ++j) kept = masked.get(row * cols + j) == 0;
+    if (!kept)
+      return fail("the attention mask {} masks row {} whole with the finite fill {} (supported: causal masks, and "
+                  "others that keep an entry in every row or fill with -inf)", to_string(masked.type.shape), row,
+                  fill.get(0));
+  }
+  HostTensor zero(TensorType{fill.type.dtype, {}});
+  const HostTensor additive = LMS_TRY(fold_where(masked, fill, zero));
+  const ValueId x = LMS_TRY(data(reader, 0));
+  return define(n, b_.op(Op::add, {x, constant_state(n.outputs.at(0) + ".mask", additive)}, {}, out_name(n)));
 }
 
 Result<void> Importer::where(const OnnxNode& n) {
@@ -30,10 +48,10 @@ Result<void> Importer::where(const OnnxNode& n) {
     const HostTensor* fill = constant(n, side);
     if (cond == nullptr || fill == nullptr || fill->type.num_elements() != 1 || !(fill->get(0) <= kMaskFill))
       continue;
-    return mask_scores(n, n.inputs.at(3 - side), side == 1 ? *cond : fold_not(*cond));
+    return mask_scores(n, n.inputs.at(3 - side), side == 1 ? *cond : fold_not(*cond), *fill);
   }
-  return fail("Where is supported on constants, and on data only as a causal attention mask (a constant "
-              "condition choosing between the scores and -inf)");
+  return fail("Where is supported on constants, and on data only as an attention mask (a constant condition "
+              "choosing between the scores and -inf, or a fill <= {})", kMaskFill);
 }
 
 Result<void> Importer::fold(const OnnxNode& n) {
@@ -44,10 +62,16 @@ Result<void> Importer::fold(const OnnxNode& n) {
       return fail("{} is supported on constants only (shape arithmetic and masks), but input '{}' is computed "
                   "from the data", n.op_type, has_input(n, i) ? n.inputs[i] : "");
   }
-  const size_t arity = n.op_type == "Not" ? 1 : n.op_type == "Equal" ? 2 : 3;
+  const size_t arity = n.op_type == "Not" ? 1 : n.op_type == "Range" || n.op_type == "ScatterND" ? 3 : 2;
   if (in.size() != arity) return fail("{} inputs, expected {}", in.size(), arity);
   if (n.op_type == "Not") return define_const(n, fold_not(*in[0]));
   if (n.op_type == "Equal") return define_const(n, LMS_TRY(fold_binary("Equal", *in[0], *in[1])));
+  if (n.op_type == "ScatterND") {
+    if (string_attr(n, "reduction", "none") != "none") return fail("ScatterND with a reduction is not supported");
+    return define_const(n, LMS_TRY(fold_scatter_nd(*in[0], *in[1], *in[2])));
+  }
+  if (n.op_type == "Mod")
+    return define_const(n, LMS_TRY(fold_binary(int_attr(n, "fmod", 0) != 0 ? "Fmod" : "Mod", *in[0], *in[1])));
   return define_const(n, LMS_TRY(fold_range(*in[0], *in[1], *in[2])));
 }
 
@@ -70,16 +94,45 @@ Result<void> Importer::slice(const OnnxNode& n) {
   const SliceBounds s = LMS_TRY(slice_bounds(in, lists[0], lists[1], lists[2], lists[3]));
   std::vector<size_t> cut;  // the axes actually sliced
   for (size_t a = 0; a < in.size(); ++a) {
-    if (s.count[a] == in[a]) continue;
-    if (s.step[a] != 1) return fail("a slice with step {} along axis {} is not supported", s.step[a], a);
+    if (s.count[a] == in[a] && s.step[a] == 1) continue;
     if (s.count[a] == 0) return fail("the slice along axis {} is empty", a);
+    if (s.step[a] < 1) return fail("a slice with step {} along axis {} (backwards) is not supported", s.step[a], a);
     cut.push_back(a);
   }
   for (size_t a : cut)
-    v = b_.op(Op::slice, {v},
-              attrs({{"axis", static_cast<int64_t>(a)}, {"start", s.first[a]}, {"end", s.first[a] + s.count[a]}}),
-              out_name(n) + (a == cut.back() ? "" : fmt::format(".axis{}", a)));
+    v = LMS_TRY(strided_slice(v, static_cast<int64_t>(a), s.first[a], s.count[a], s.step[a],
+                              out_name(n) + (a == cut.back() ? "" : fmt::format(".axis{}", a))));
   return define(n, v);
+}
+
+Result<ValueId> Importer::strided_slice(ValueId v, int64_t axis, int64_t first, int64_t count, int64_t step,
+                                        const std::string& name) {
+  const int64_t d = shape_of(v)[static_cast<size_t>(axis)];
+  if (step == 1 || count == 1)
+    return b_.op(Op::slice, {v}, attrs({{"axis", axis}, {"start", first}, {"end", first + count}}), name);
+  if (count * step > d) {  // x[0::2] of an odd length: all but the last by the span below, then the last
+    ValueId most = LMS_TRY(strided_slice(v, axis, first, count - 1, step, name + ".most"));
+    const int64_t last = first + (count - 1) * step;
+    ValueId tail = b_.op(Op::slice, {v}, attrs({{"axis", axis}, {"start", last}, {"end", last + 1}}), name + ".last");
+    return b_.op(Op::concat, {most, tail}, attrs({{"axis", axis}}), name);
+  }
+  // Every step-th element from first (PatchMerging's x[..., 1::2, 0::2, :]): a span of count * step elements
+  // holding them (from first, or ending at the axis' end), viewed as [count, step], and the same entry of each.
+  const int64_t start = std::min(first, d - count * step), pick = first - start;
+  if (start != 0 || count * step != d)
+    v = b_.op(Op::slice, {v}, attrs({{"axis", axis}, {"start", start}, {"end", start + count * step}}),
+              name + ".span");
+  if (!b_.ok()) return std::unexpected(*b_.error());
+  Shape grouped = shape_of(v);
+  const auto a = static_cast<size_t>(axis);
+  grouped[a] = step;
+  grouped.insert(grouped.begin() + axis, count);
+  v = b_.op(Op::reshape, {v}, attrs({{"shape", IntList(grouped)}}), name + ".grouped");
+  v = b_.op(Op::slice, {v}, attrs({{"axis", axis + 1}, {"start", pick}, {"end", pick + 1}}), name + ".picked");
+  grouped.erase(grouped.begin() + axis + 1);
+  v = b_.op(Op::reshape, {v}, attrs({{"shape", IntList(grouped)}}), name);
+  if (!b_.ok()) return std::unexpected(*b_.error());
+  return v;
 }
 
 Result<void> Importer::split(const OnnxNode& n) {

@@ -82,6 +82,12 @@ class Importer {
     auto it = consts_.find(n.inputs[i]);
     return it == consts_.end() ? nullptr : &it->second;
   }
+  // Input i where a node on it is evaluated at import: a constant that is not a parameter (a float initializer
+  // is one, and stays one).
+  const HostTensor* folded(const OnnxNode& n, size_t i) const {
+    const HostTensor* c = constant(n, i);
+    return c != nullptr && !(is_float(c->type.dtype) && initializers_.contains(n.inputs[i])) ? c : nullptr;
+  }
   // Input i as a graph value without fixing its shape (for ops that only reshape).
   Result<Tensor> tensor(const OnnxNode& n, size_t i) {
     if (!has_input(n, i)) return fail("input {} is missing", i);
@@ -94,22 +100,33 @@ class Importer {
     if (c == consts_.end()) return fail("input '{}' is not produced by any node LMS imported", name);
     const HostTensor& t = c->second;
     if (!is_float(t.type.dtype))
-      return fail("input '{}' is an integer constant ({}), which LMS does not take as data", name, to_string(t.type));
+      return fail("input '{}' is an integer constant ({}), which LMS takes as data only as indices of a Gather",
+                  name, to_string(t.type));
     ValueId v;
     if (initializers_.contains(name)) {  // a trainable parameter, initialized from the file
       v = b_.param(t.type, legal_name(name));  // no init: the weights come from the file
       if (b_.ok()) weights_[b_.graph().value(v).name] = t;
-    } else {  // a Constant: only a tensor of one repeated value has an LMS op (`constant`)
-      const double first = t.type.num_elements() > 0 ? t.get(0) : 0.0;
-      for (int64_t k = 1; k < t.type.num_elements(); ++k)
-        if (t.get(k) != first)
-          return fail("input '{}' is a Constant tensor {} of differing values, which LMS cannot hold", name,
-                      to_string(t.type));
-      auto outs = b_.add(Op::constant, {}, attrs({{"value", first}}), legal_name(name), {t.type});
+    } else if (is_uniform(t)) {  // a Constant of one repeated value: LMS's `constant`
+      auto outs = b_.add(Op::constant, {}, attrs({{"value", t.type.num_elements() > 0 ? t.get(0) : 0.0}}),
+                         legal_name(name), {t.type});
       v = outs.empty() ? ValueId{} : outs[0];
+    } else {  // any other Constant (an attention mask, a bias table's indices): state holding the file's values
+      v = constant_state(name, t);
     }
     if (!b_.ok()) return std::unexpected(*b_.error());
     return tensors_[name] = Tensor{v, t.type.shape};
+  }
+  static bool is_uniform(const HostTensor& t) {
+    for (int64_t k = 1; k < t.type.num_elements(); ++k)
+      if (t.get(k) != t.get(0)) return false;
+    return true;
+  }
+  // A constant tensor as a `state` value named after it, initialized from its values (in `weights`) and never
+  // written: LMS has no op holding arbitrary constant values, and state is the persistent, untrained kind.
+  ValueId constant_state(const std::string& name, const HostTensor& t) {
+    ValueId v = b_.state(t.type, legal_name(name));
+    if (b_.ok()) weights_[b_.graph().value(v).name] = t;
+    return v;
   }
   // Input i as a graph value of its ONNX shape.
   Result<ValueId> data(const OnnxNode& n, size_t i) {
@@ -211,15 +228,21 @@ class Importer {
   Result<void> hard_activation(const OnnxNode& n);  // HardSigmoid, HardSwish
   Result<void> pad(const OnnxNode& n);
   Result<void> binary(const OnnxNode& n);
-  // The output is the scores under `masked` (nonzero = filled), which must be causal; only Softmax reads it.
-  Result<void> mask_scores(const OnnxNode& n, const std::string& scores, const HostTensor& masked);
+  // The output is the scores with the entries `masked` (nonzero) set to `fill` (one element): under a causal
+  // mask, a pending causal Softmax (only a Softmax may read it); under another, the scores plus a constant.
+  Result<void> mask_scores(const OnnxNode& n, const std::string& scores, const HostTensor& masked,
+                           const HostTensor& fill);
   // Where: folded on constants; on data, a masked fill of attention scores (a constant condition and a fill of
   // -inf, or <= kMaskFill, as in scores.masked_fill(mask == 0, -inf)).
   Result<void> where(const OnnxNode& n);
-  // Equal, Not, Range: on constants only (shape arithmetic, masks and positions).
+  // Equal, Not, Range, Mod, ScatterND: on constants only (shape arithmetic, masks and positions).
   Result<void> fold(const OnnxNode& n);
-  // Slice: folded on constants; on data, one `slice` per sliced axis (steps of 1 only).
+  // Slice: folded on constants; on data, one `slice` per sliced axis (forward steps: see strided_slice).
   Result<void> slice(const OnnxNode& n);
+  // `count` elements first, first + step, ... of `axis`: a `slice` for step 1, else a span of the axis viewed as
+  // [count, step] (reshape, slice, reshape), with the last element concatenated where the span would not fit.
+  Result<ValueId> strided_slice(ValueId v, int64_t axis, int64_t first, int64_t count, int64_t step,
+                                const std::string& name);
   // Split: one `slice` per output (sizes from the 'split' input or attribute, else equal parts).
   Result<void> split(const OnnxNode& n);
   Result<void> pool(const OnnxNode& n);
