@@ -24,8 +24,7 @@ DEFAULT_MODELS = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", 
                   "mobilenet_v3_large", "densenet121", "shufflenet_v2_x1_0", "regnet_y_400mf", "mnasnet0_5",
                   "squeezenet1_0", "googlenet", "efficientnet_b0", "convnext_tiny", "vgg11_bn", "alexnet", "vit_b_16",
                   "swin_t"]
-FIXED_SIZE = {"vit_b_16": 224, "swin_t": 224}  # vit: its size is part of the architecture; swin: multiples of 7
-# (the window) at every stage, so no padding
+FIXED_SIZE = {"vit_b_16": 224}  # models whose input size is part of the architecture
 
 
 def export(name, path, image):

@@ -3,7 +3,7 @@
 // (io/onnx_layer_norm.h), each matched in the orders and
 // spellings exporters and hand-written modules produce, left alone when an intermediate is shared or a constant
 // is wrong, and imported to exactly the graph the explicit operator gives. Also the activations that map to one
-// op or a few (Sigmoid, Tanh, Clip, HardSigmoid, HardSwish) and zero padding. The fixtures
+// op or a few (Sigmoid, Tanh, Clip, HardSigmoid, HardSwish) and padding. The fixtures
 // in tests/torch check real PyTorch exports against PyTorch's gradients.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <numbers>
 
 #include "io/onnx_nodes.h"
+#include "lms/backends/reference/interpreter.h"
 #include "lms/io/onnx_gelu.h"
 #include "lms/io/onnx_import.h"
 #include "lms/io/onnx_layer_norm.h"
@@ -249,25 +250,40 @@ TEST(OnnxImportPad, ZeroPaddingBecomesTheReadersPadding) {
   EXPECT_NE(pool.find("pad = [1, 1]"), std::string::npos) << pool;
 }
 
-TEST(OnnxImportPad, OtherPaddingIsRefusedWithTheReason) {
+// Any other constant padding (a nonzero value, one side only, before MaxPool or Relu, a negative amount that
+// crops) is the input between constant blocks, one `concat` per padded dim: the values are exactly ONNX's.
+TEST(OnnxImportPad, OtherConstantPaddingIsConcatenated) {
+  OnnxModel m = model({node("Pad", {"x", "pads", "value"}, {"y"}),
+                       node("ReduceMean", {"y"}, {"y_mean"}, {int_attr("keepdims", 0)})},
+                      {{"pads", tensor(DType::i64, {4}, {1, 0, 0, -2})}, {"value", scalar(2.5)}});
+  m.outputs = {info("y_mean", {})};
+  OnnxImportOptions opts;
+  opts.add_loss = false;
+  auto r = import_onnx(m, "g", opts);
+  ASSERT_TRUE(r.has_value()) << r.error().str();
+  const std::string text = print_graph(r->forward);
+  EXPECT_NE(text.find("%y.axis0.before = constant() {value = 2.5} : f32[1,4]"), std::string::npos) << text;
+  EXPECT_NE(text.find("%y.axis1.cropped = slice(%y.axis0) {axis = 1, start = 0, end = 2}"), std::string::npos)
+      << text;
+  const std::vector<double> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto out = interpret(r->forward, {{"x", tensor(DType::f32, {2, 4}, x)}});
+  ASSERT_TRUE(out.has_value()) << out.error().str();
+  const ValueId y = *r->forward.find_value("y.axis1.cropped");
+  EXPECT_EQ(values((*out)[y.v]), (std::vector<double>{2.5, 2.5, 1, 2, 5, 6}));
+
   const auto kernel = ints_attr("kernel_shape", {3, 3});
-  const struct {
-    OnnxModel m;
-    const char* why;
-  } cases[] = {
-      {padded(node("MaxPool", {"p"}, {"y"}, {kernel})), "read by MaxPool"},
-      {padded(node("Conv", {"p", "w"}, {"y"}, {kernel}), {0, 0, 1, 0, 0, 0, 1, 1}), "not equal spatial padding"},
-      {padded(node("Conv", {"p", "w"}, {"y"}, {kernel}), {0, 1, 1, 1, 0, 1, 1, 1}), "not equal spatial padding"},
-      {padded(node("Relu", {"p"}, {"y"})), "read by Relu"},
-  };
-  for (const auto& c : cases) {
-    const std::string e = import_error(c.m);
-    EXPECT_NE(e.find("padding by [0,"), std::string::npos) << e;
-    EXPECT_NE(e.find(c.why), std::string::npos) << e;
+  for (const OnnxModel& other : {padded(node("MaxPool", {"p"}, {"y"}, {kernel})),
+                                 padded(node("Conv", {"p", "w"}, {"y"}, {kernel}), {0, 0, 1, 0, 0, 0, 1, 1}),
+                                 padded(node("Relu", {"p"}, {"y"}))}) {
+    const std::string g = imported(other);
+    EXPECT_NE(g.find("%p.axis2 = concat(%p.axis2.before, %x, %p.axis2.after) {axis = 2}"), std::string::npos) << g;
   }
   OnnxModel reflect = padded(node("Conv", {"p", "w"}, {"y"}, {kernel}));
   reflect.nodes[0].attributes = {string_attr("mode", "reflect")};
-  EXPECT_NE(import_error(reflect).find("not constant padding"), std::string::npos);
+  EXPECT_NE(import_error(reflect).find("padding by [0,0,1,1,0,0,1,1] in mode 'reflect' is not supported"),
+            std::string::npos);
+  OnnxModel gone = padded(node("Relu", {"p"}, {"y"}), {0, 0, -3, 0, 0, 0, -2, 0});
+  EXPECT_NE(import_error(gone).find("crops dim 2 of [1,2,5,5] away"), std::string::npos);
 }
 
 // nn.LayerNorm(4) over x[2,4] as opset 14 writes it: ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div,

@@ -150,38 +150,73 @@ Result<void> Importer::pad(const OnnxNode& n) {
   }
   if (!pads) return fail("no pads are given");
   const Tensor x = LMS_TRY(tensor(n, 0));
-  tensors_[n.outputs.at(0)] = x;
-  if (std::ranges::all_of(*pads, [](int64_t p) { return p == 0; })) return {};
-  const std::string amounts = to_string(Shape(pads->begin(), pads->end()));
-  const auto refuse = [&](std::string_view why) {
-    return fail("padding by {} is not supported: {} (zero padding of the spatial dims, equal on both sides, read "
-                "only by a Conv or an AveragePool that counts padding, is)", amounts, why);
-  };
-  const size_t rank = x.shape.size();
-  if (string_attr(n, "mode", "constant") != "constant") return refuse("not constant padding");
-  const HostTensor* value = has_input(n, 2) ? constant(n, 2) : nullptr;
-  if ((has_input(n, 2) && (value == nullptr || value->get(0) != 0)) || float_attr(n, "value", 0) != 0)
-    return refuse("the padding value is not 0");
-  if (pads->size() != 2 * rank || rank < 3) return refuse("not one begin and end per dimension of an N, C, ... tensor");
-  IntList spatial;
-  for (size_t d = 0; d < rank; ++d) {
-    const int64_t begin = (*pads)[d], end = (*pads)[d + rank];
-    if (d < 2 ? begin != 0 || end != 0 : begin != end || begin < 0) return refuse("not equal spatial padding");
-    if (d >= 2) spatial.push_back(begin);
+  if (std::ranges::all_of(*pads, [](int64_t p) { return p == 0; })) {
+    tensors_[n.outputs.at(0)] = x;
+    return {};
   }
-  const std::string& out = n.outputs.at(0);
-  std::vector<const OnnxNode*> readers;
-  for (const OnnxNode& m : model_.nodes)
-    if (std::ranges::find(m.inputs, out) != m.inputs.end()) readers.push_back(&m);
-  const bool is_output = std::ranges::any_of(model_.outputs, [&](const OnnxValueInfo& o) { return o.name == out; });
-  if (readers.size() != 1 || is_output || readers[0]->inputs.at(0) != out) return refuse("not read by one node");
-  const OnnxNode& r = *readers[0];
-  const bool own_pads = std::ranges::any_of(ints_attr(r, "pads").value_or(std::vector<int64_t>{}),
-                                            [](int64_t p) { return p != 0; });
-  const bool counting_pool = r.op_type == "AveragePool" && (int_attr(r, "count_include_pad", 0) != 0 || !own_pads);
-  if (r.op_type != "Conv" && !counting_pool) return refuse("read by " + r.op_type);
-  zero_pads_[out] = spatial;
-  return {};
+  const std::string amounts = to_string(Shape(pads->begin(), pads->end()));
+  const size_t rank = x.shape.size();
+  if (string_attr(n, "mode", "constant") != "constant")
+    return fail("padding by {} in mode '{}' is not supported (constant padding is)", amounts,
+                string_attr(n, "mode", "constant"));
+  const HostTensor* value_input = has_input(n, 2) ? constant(n, 2) : nullptr;
+  if (has_input(n, 2) && value_input == nullptr) return fail("the padding value is not a constant");
+  const double value = value_input != nullptr ? value_input->get(0) : float_attr(n, "value", 0);
+  if (pads->size() != 2 * rank) return fail("{} pads for a tensor of rank {}", pads->size(), rank);
+  if (value == 0 && rank >= 3) {  // zero spatial padding, equal on both sides, read by one Conv: its own padding
+    IntList spatial;
+    bool symmetric = true;
+    for (size_t d = 0; d < rank && symmetric; ++d) {
+      const int64_t begin = (*pads)[d], end = (*pads)[d + rank];
+      symmetric = d < 2 ? begin == 0 && end == 0 : begin == end && begin >= 0;
+      if (d >= 2) spatial.push_back(begin);
+    }
+    const std::string& out = n.outputs.at(0);
+    std::vector<const OnnxNode*> readers;
+    for (const OnnxNode& m : model_.nodes)
+      if (std::ranges::find(m.inputs, out) != m.inputs.end()) readers.push_back(&m);
+    const bool is_output = std::ranges::any_of(model_.outputs, [&](const OnnxValueInfo& o) { return o.name == out; });
+    if (symmetric && readers.size() == 1 && !is_output && readers[0]->inputs.at(0) == out) {
+      const OnnxNode& r = *readers[0];
+      const bool own_pads = std::ranges::any_of(ints_attr(r, "pads").value_or(std::vector<int64_t>{}),
+                                                [](int64_t p) { return p != 0; });
+      if (r.op_type == "Conv" ||
+          (r.op_type == "AveragePool" && (int_attr(r, "count_include_pad", 0) != 0 || !own_pads))) {
+        tensors_[out] = x;
+        zero_pads_[out] = spatial;
+        return {};
+      }
+    }
+  }
+  // Any other constant padding: along each padded dim, the input between two `constant` blocks of the value
+  // (a `concat`; a negative amount crops, a `slice`). Exact, and its gradient is the slice of the middle.
+  ValueId v = LMS_TRY(data(n, 0));
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t begin = (*pads)[d], end = (*pads)[d + rank], size = shape_of(v)[d];
+    if (begin == 0 && end == 0) continue;
+    const auto axis = static_cast<int64_t>(d);
+    const std::string name = out_name(n) + fmt::format(".axis{}", d);
+    if (begin < 0 || end < 0) {
+      const int64_t from = std::max<int64_t>(-begin, 0), to = size - std::max<int64_t>(-end, 0);
+      if (from >= to) return fail("padding by {} crops dim {} of {} away", amounts, d, to_string(shape_of(v)));
+      v = b_.op(Op::slice, {v}, attrs({{"axis", axis}, {"start", from}, {"end", to}}), name + ".cropped");
+      if (!b_.ok()) return std::unexpected(*b_.error());
+    }
+    std::vector<ValueId> parts;
+    for (const auto& [amount, side] : {std::pair{begin, "before"}, std::pair{end, "after"}}) {
+      if (amount <= 0) continue;
+      TensorType block = b_.type(v);
+      block.shape[d] = amount;
+      const auto fill = b_.add(Op::constant, {}, attrs({{"value", value}}), name + "." + side, {block});
+      if (!b_.ok()) return std::unexpected(*b_.error());
+      parts.push_back(fill.at(0));
+    }
+    if (parts.empty()) continue;
+    parts.insert(parts.begin() + (begin > 0 ? 1 : 0), v);
+    v = b_.op(Op::concat, std::move(parts), attrs({{"axis", axis}}), name);
+    if (!b_.ok()) return std::unexpected(*b_.error());
+  }
+  return define(n, v);
 }
 
 Result<void> Importer::binary(const OnnxNode& n) {
