@@ -142,6 +142,24 @@ TEST(OnnxImport, ConstantFactorsAreScales) {
   for (NodeId id : g.node_ids())
     if (g.node(id).op == Op::scale) factors.push_back(std::get<double>(*g.node(id).attrs.find("factor")));
   EXPECT_EQ(factors, (std::vector<double>{0.5, 0.25, -1.0}));
+
+  // Swin's `q * (C // heads) ** -0.5` with C from the shape: Cast, Pow, Sqrt, Reciprocal of constants are
+  // evaluated at import (in double, rounded once), so the product is a scale too.
+  OnnxModel pow = m;
+  pow.initializers = {{"sixteen", i64({16}, {})}, {"minus_half", f32({}, -0.5)}};  // a float one is a parameter
+  pow.nodes = {node("Cast", {"sixteen"}, {"c"}, {int_attr("to", 1)}), node("Pow", {"c", "minus_half"}, {"f"}),
+               node("Constant", {}, {"nine"}, {float_attr("value_float", 9)}), node("Sqrt", {"nine"}, {"three"}),
+               node("Reciprocal", {"three"}, {"third"}),
+               node("Mul", {"x", "f"}, {"a"}), node("Mul", {"third", "a"}, {"y"})};
+  auto folded = import_onnx(pow, "pow");
+  ASSERT_TRUE(folded.has_value()) << folded.error().str();
+  factors.clear();
+  for (NodeId id : folded->forward.node_ids()) {
+    EXPECT_TRUE(folded->forward.node(id).op != Op::sqrt && folded->forward.node(id).op != Op::constant);
+    if (folded->forward.node(id).op == Op::scale)
+      factors.push_back(std::get<double>(*folded->forward.node(id).attrs.find("factor")));
+  }
+  EXPECT_EQ(factors, (std::vector<double>{0.25, static_cast<double>(1.0f / 3.0f)}));
 }
 
 // A valid conv net to break one thing at a time: x[2,3,8,8] -> Conv(3->4, 3x3, pad 1) -> Relu -> MaxPool 2 ->

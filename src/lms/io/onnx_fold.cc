@@ -222,6 +222,22 @@ Result<HostTensor> fold_scatter_nd(const HostTensor& data, const HostTensor& ind
   return out;
 }
 
+Result<HostTensor> fold_unary(std::string_view op, const HostTensor& x, double exponent) {
+  if (!is_float(x.type.dtype)) return fail("'{}' of the integer constant {}", op, to_string(x.type));
+  double (*f)(double, double) = nullptr;
+  if (op == "Neg") f = [](double v, double) { return -v; };
+  if (op == "Sqrt") f = [](double v, double) { return std::sqrt(v); };
+  if (op == "Reciprocal") f = [](double v, double) { return 1 / v; };
+  if (op == "Relu") f = [](double v, double) { return std::max(v, 0.0); };
+  if (op == "Sigmoid") f = [](double v, double) { return 1 / (1 + std::exp(-v)); };
+  if (op == "Tanh") f = [](double v, double) { return std::tanh(v); };
+  if (op == "Pow") f = [](double v, double e) { return std::pow(v, e); };
+  if (f == nullptr) return fail("cannot fold '{}' (internal: not a foldable unary op)", op);
+  HostTensor out(x.type);
+  for (int64_t i = 0; i < x.type.num_elements(); ++i) out.set(i, f(x.get(i), exponent));
+  return out;
+}
+
 HostTensor fold_not(const HostTensor& x) {
   HostTensor out(TensorType{DType::i64, x.type.shape});
   for (int64_t i = 0; i < x.type.num_elements(); ++i) out.as<int64_t>()[static_cast<size_t>(i)] = x.get(i) == 0;

@@ -1,9 +1,9 @@
 // Constant evaluation of the ONNX operators that exports use for shape arithmetic and attention masks, on host
-// tensors: broadcasting Add/Sub/Mul/Div/Mod/Equal, Not, Where, Expand, Transpose, Concat, ScatterND, Slice and
-// Range. The importer (io/onnx_import.cc) calls these when every input of a node is a constant, so a mask
-// computed from a registered buffer (`mask[:, :, :T, :T] == 0`) or positions from `arange(T)` become plain
-// constants it can recognise. Booleans are i64 0/1, as the reader widens them. Results are limited to
-// kMaxFoldElements elements.
+// tensors: broadcasting Add/Sub/Mul/Div/Mod/Equal, elementwise Neg/Sqrt/Reciprocal/Pow/..., Not, Where, Expand,
+// Transpose, Concat, ScatterND, Slice and Range. The importer (io/onnx_import.cc) calls these when every input of
+// a node is a constant, so a mask computed from a registered buffer (`mask[:, :, :T, :T] == 0`) or positions from
+// `arange(T)` become plain constants it can recognise. Booleans are i64 0/1, as the reader widens them. Results
+// are limited to kMaxFoldElements elements.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +39,10 @@ Result<HostTensor> fold_concat(std::span<const HostTensor* const> parts, int64_t
 // ScatterND without reduction: `data` with, for each index tuple (the last dim of `indices`, k <= rank of data),
 // the addressed slice of rank r - k replaced by the matching entry of `updates`.
 Result<HostTensor> fold_scatter_nd(const HostTensor& data, const HostTensor& indices, const HostTensor& updates);
+
+// Neg, Sqrt, Reciprocal, Relu, Sigmoid, Tanh of a float constant, or Pow by a one-element `exponent` (`op`
+// "Pow"): computed in double and rounded once to the dtype.
+Result<HostTensor> fold_unary(std::string_view op, const HostTensor& x, double exponent = 1);
 
 // Logical not: 1 where x is 0, else 0 (i64).
 HostTensor fold_not(const HostTensor& x);

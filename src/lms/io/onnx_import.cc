@@ -64,6 +64,8 @@ Result<void> Importer::batch_norm(const OnnxNode& n) {
 
 Result<void> Importer::unary(const OnnxNode& n) {
   const std::string& t = n.op_type;
+  if (const HostTensor* c = folded(n, 0); c != nullptr && t != "Gelu" && t != "Silu")  // scale factors
+    return define_const(n, LMS_TRY(fold_unary(t, *c)));
   if (t == "Neg") return define(n, b_.op(Op::scale, {LMS_TRY(data(n, 0))}, attrs({{"factor", -1.0}}), out_name(n)));
   const Op op = t == "Gelu"         ? Op::gelu
                 : t == "Silu"       ? Op::silu
@@ -88,6 +90,7 @@ Result<void> Importer::power(const OnnxNode& n) {
   const HostTensor* e = constant(n, 1);
   if (e == nullptr || e->type.num_elements() != 1) return fail("only a one-element constant exponent is supported");
   const double p = e->get(0);
+  if (const HostTensor* c = folded(n, 0)) return define_const(n, LMS_TRY(fold_unary("Pow", *c, p)));
   if (p == 1) {
     tensors_[n.outputs.at(0)] = LMS_TRY(tensor(n, 0));
     return {};
