@@ -340,6 +340,56 @@ TEST(OnnxImport, ClassTokenExpandAndPick) {
       << r.error().str();
 }
 
+// Float initializers are parameters unless frozen (PyTorch's buffers: a normalization mean here), which makes
+// them state holding the file's values. A parameter folded at import stays the parameter only under another
+// shape (a view); any other computation on it done at import is refused with the hint, never frozen silently.
+TEST(OnnxImport, BuffersAreFrozenByName) {
+  OnnxModel m;
+  m.opset = 14;
+  m.inputs = {input("x", {std::nullopt, 4})};
+  m.outputs = {input("logits", {std::nullopt, 3})};
+  m.initializers = {{"norm.mean", f32({4}, 0.1)}, {"fc.w", f32({12})}, {"shape", i64({3, 4}, {2})}};
+  m.nodes = {node("Sub", {"x", "norm.mean"}, {"c"}), node("Reshape", {"fc.w", "shape"}, {"w"}),
+             node("Gemm", {"c", "w"}, {"logits"}, {int_attr("transB", 1)})};
+  auto op_of = [](const ImportedModel& im, const std::string& name) {
+    return im.forward.node(im.forward.value(*im.forward.find_value(name)).producer).op;
+  };
+  auto trained = import_onnx(m, "norm");
+  ASSERT_TRUE(trained.has_value()) << trained.error().str();
+  EXPECT_EQ(op_of(*trained, "norm.mean"), Op::param);
+  EXPECT_EQ(op_of(*trained, "fc.w"), Op::param) << "the reshaped weight is the parameter, viewed";
+  EXPECT_EQ(count_op(trained->forward, Op::reshape), 1);
+
+  OnnxImportOptions opts;
+  opts.frozen = {"norm.*"};
+  auto frozen = import_onnx(m, "norm", opts);
+  ASSERT_TRUE(frozen.has_value()) << frozen.error().str();
+  EXPECT_EQ(op_of(*frozen, "norm.mean"), Op::state);
+  EXPECT_EQ(frozen->weights.at("norm.mean").data, f32({4}, 0.1).data) << "the buffer keeps the file's values";
+  EXPECT_EQ(count_op(frozen->forward, Op::param), 1);
+
+  opts.frozen = {"norm.mean", "bn.*"};
+  auto typo = import_onnx(m, "norm", opts);
+  ASSERT_FALSE(typo.has_value());
+  EXPECT_NE(typo.error().str().find("frozen 'bn.*' matches no float initializer of the model (norm.mean, fc.w)"),
+            std::string::npos)
+      << typo.error().str();
+
+  m.initializers.push_back({"ends", i64({2}, {1})});  // rows 0 and 1 of the weight, sliced at import
+  m.initializers.push_back({"starts", i64({0}, {1})});
+  m.nodes.insert(m.nodes.begin() + 2, node("Slice", {"w", "starts", "ends"}, {"w2"}));
+  m.nodes.back().inputs[1] = "w2";
+  m.outputs[0].dims[1] = 2;
+  auto sliced = import_onnx(m, "norm");
+  ASSERT_FALSE(sliced.has_value());
+  EXPECT_NE(sliced.error().str().find("'w2' is computed at import from the float initializer 'fc.w', which LMS "
+                                      "takes as a trainable parameter"),
+            std::string::npos)
+      << sliced.error().str();
+  opts.frozen = {"fc.w"};
+  EXPECT_TRUE(import_onnx(m, "norm", opts).has_value()) << "frozen, the slice is a constant";
+}
+
 TEST(OnnxImport, FixedBatchReshapeAtAnotherBatchSaysWhy) {
   OnnxModel m = dynamic_flatten_model();
   m.inputs[0].dims[0] = 2;  // exported at batch 2 with the batch folded into the target shape

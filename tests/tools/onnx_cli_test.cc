@@ -102,7 +102,12 @@ TEST(OnnxCommand, BadInputIsOneErrorLine) {
   expect_one_error_line(lms("stats " + kCnn + " --image 32"), "--image does not apply to an ONNX model", "--image");
   expect_one_error_line(lms("train " + kCnn + " --device reference --steps 1 --classes 3"),
                         "--classes does not apply", "--classes");
+  expect_one_error_line(lms("stats " + kCnn + " --frozen conv1.weight,bn9.*"), "frozen 'bn9.*' matches no float",
+                        "--frozen typo");
+  const CmdResult r = lms("stats " + kCnn + " --frozen 'conv1.*' --json");
+  EXPECT_EQ(r.status, 0) << r.err;
 #endif
+  expect_one_error_line(lms("stats --model mlp --frozen x"), "--frozen applies to ONNX models only", "built-in");
 }
 
 }  // namespace

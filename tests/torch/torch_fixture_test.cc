@@ -217,11 +217,12 @@ TEST(TorchFixtureSensitivityTest, APerturbedParameterIsCaught) {
 // io/onnx_import.h, must give PyTorch's loss and gradients, and the weights the importer returns must be the
 // file's parameters bit for bit (and no other parameters than the fixture's). Only f32: the files are f32.
 #if LMS_HAVE_ONNX_FILES
-void compare_onnx_with_torch(const std::string& name, int64_t batch) {
+void compare_onnx_with_torch(const std::string& name, int64_t batch, std::vector<std::string> frozen = {}) {
   auto model = read_onnx(kFixtures + name + ".onnx");
   ASSERT_TRUE(model.has_value()) << model.error().str();
   OnnxImportOptions opts;
   opts.batch = batch;
+  opts.frozen = std::move(frozen);
   auto imported = import_onnx(*model, name, opts);
   ASSERT_TRUE(imported.has_value()) << imported.error().str();
   auto fx = read_npz(kFixtures + name + ".npz");
@@ -271,6 +272,11 @@ TEST(TorchOnnxFixtureTest, VisionTransformerImportMatchesPyTorch) { compare_onnx
 // torchvision's SwinTransformer: shifted windows (roll), their additive attention mask and the relative position
 // bias as constant state, patch merging's step-2 slices.
 TEST(TorchOnnxFixtureTest, SwinTransformerImportMatchesPyTorch) { compare_onnx_with_torch("onnx_swin", 4); }
+// A LLaMA decoder: RMSNorm, rotary embeddings from cos/sin buffers (frozen: without that they would be trained
+// as parameters, which the fixture, holding PyTorch's parameters only, would catch), SwiGLU, causal attention.
+TEST(TorchOnnxFixtureTest, LlamaWithRotaryBuffersImportMatchesPyTorch) {
+  compare_onnx_with_torch("onnx_llama", 2, {"*_cached"});
+}
 #else
 TEST(TorchOnnxFixtureTest, ReadingOnnxFilesIsAClearErrorInThisBuild) {
   auto model = read_onnx(kFixtures + "onnx_cnn.onnx");

@@ -40,6 +40,10 @@ void add_model_options(CLI::App* app, ModelArgs& a, bool with_model_flag) {
   app->add_option("--gelu", a.gelu, "gpt: MLP activation, erf (exact, default) or tanh (GPT-2's approximation)");
   app->add_option("--dropout", a.dropout, "gpt, mlp: dropout probability in [0, 1) (default 0: no dropout)");
   app->add_option("--dtype", a.dtype, "Element type of activations and parameters")->capture_default_str();
+  app->add_option("--frozen", a.frozen,
+                  "ONNX models: float initializers that are buffers, not trained (positional tables, normalization "
+                  "constants), comma-separated; '*' matches any characters")
+      ->delimiter(',');
 }
 
 Result<ModelOptions> resolve(const ModelArgs& a) {
@@ -118,6 +122,7 @@ Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
     if (given) return fail("--{} does not apply to an ONNX model (only --batch does)", flag);
   OnnxModel model = LMS_TRY(read_onnx(file));
   OnnxImportOptions opts;
+  opts.frozen = args.frozen;
   if (args.batch_given) opts.batch = args.batch;
   opts.symbolic_batch = args.batch;
   std::string name = legal_name(std::filesystem::path(file).stem().string());
@@ -138,10 +143,12 @@ Result<Graph> load_graph(const std::string& file, const ModelArgs& args, std::ma
   if (!file.empty() && !args.name.empty()) return fail("give a graph FILE or --model NAME, not both");
   if (file.empty()) {
     if (args.name.empty()) return fail("give a graph FILE (- for stdin) or --model NAME");
+    if (!args.frozen.empty()) return fail("--frozen applies to ONNX models only (a built-in model has no buffers)");
     ModelOptions o = LMS_TRY(resolve(args));
     return build_model(args.name, o);
   }
   if (is_onnx_file(file)) return import_onnx_file(file, args, weights);
+  if (!args.frozen.empty()) return fail("--frozen applies to ONNX models only (a graph file has no initializers)");
   std::string text = LMS_TRY(read_text(file));
   std::string shown = file == "-" ? "<stdin>" : file;
   Graph g = LMS_TRY(parse_graph(text, shown));

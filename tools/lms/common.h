@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -42,6 +43,7 @@ struct ModelArgs {
   std::string gelu;
   std::optional<double> dropout;  // --dropout P (gpt, mlp)
   std::string dtype = "f32";
+  std::vector<std::string> frozen;  // --frozen NAME,... (ONNX models: initializers that are not trained)
 };
 
 // Adds --batch, --image, ... to `app`. With `with_model_flag`, also `--model NAME`.

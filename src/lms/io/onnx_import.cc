@@ -661,10 +661,45 @@ Result<ValueId> Importer::data_input() {
   return x;
 }
 
+// Whether `name` matches `pattern`, in which '*' matches any run of characters.
+static bool glob_match(std::string_view pattern, std::string_view name) {
+  const size_t star = pattern.find('*');
+  if (star == std::string_view::npos) return pattern == name;
+  if (!name.starts_with(pattern.substr(0, star))) return false;
+  for (size_t at = star; at <= name.size(); ++at)
+    if (glob_match(pattern.substr(star + 1), name.substr(at))) return true;
+  return false;
+}
+
 Result<std::map<std::string, HostTensor>> Importer::run() {
   for (const auto& [name, t] : model_.initializers) {
     consts_[name] = t;
     initializers_.insert(name);
+  }
+  // The names a float initializer goes by: its own, and those of the Identity nodes PyTorch reads equal ones
+  // through (each a parameter or buffer of its own, Importer::identity).
+  std::vector<std::string> floats;
+  std::set<std::string> seen;
+  for (const auto& [name, t] : model_.initializers)
+    if (is_float(t.type.dtype) && seen.insert(name).second) floats.push_back(name);
+  for (const OnnxNode& n : model_.nodes)
+    if (n.op_type == "Identity" && !n.inputs.empty() && seen.contains(n.inputs[0]) &&
+        seen.insert(n.outputs.at(0)).second)
+      floats.push_back(n.outputs.at(0));
+  for (const std::string& pattern : opts_.frozen) {
+    bool matched = false;
+    for (const std::string& name : floats)
+      if (glob_match(pattern, name)) {
+        frozen_.insert(name);
+        matched = true;
+      }
+    if (!matched) {
+      std::string listed;
+      for (size_t i = 0; i < std::min<size_t>(floats.size(), 8); ++i) listed += (i ? ", " : "") + floats[i];
+      return fail("frozen '{}' matches no float initializer of the model ({}{})", pattern,
+                  floats.empty() ? "it has none" : listed,
+                  floats.size() > 8 ? fmt::format(", ... {} in all", floats.size()) : "");
+    }
   }
   ValueId x = LMS_TRY(data_input());
   const std::vector<OnnxNode> nodes = fuse_silu(fuse_layer_norm(fuse_gelu(model_.nodes, model_), model_), model_);
@@ -684,6 +719,17 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
     attr_error_.reset();
     Result<void> done = (this->*(h->second))(n);
     if (!done) return wrap(where, done.error());
+    for (const std::string& in : n.inputs) {  // constants folded from a trainable initializer keep where they came from
+      std::string source;
+      if (auto o = origin_.find(in); o != origin_.end()) {
+        source = o->second;
+      } else if (auto c = consts_.find(in); c != consts_.end() && is_param(in, c->second)) {
+        source = in;
+      }
+      if (source.empty()) continue;
+      for (const std::string& out : n.outputs)
+        if (!out.empty() && consts_.contains(out) && !initializers_.contains(out)) origin_.try_emplace(out, source);
+    }
     if (attr_error_) return fail_at(where, "{}", *attr_error_);
     if (!b_.ok()) return wrap(where, *b_.error());
   }

@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lms/io/onnx.h"
 #include "lms/ir/graph.h"
@@ -32,6 +33,10 @@ struct OnnxImportOptions {
   bool add_loss = true;          // append cross_entropy(output, %labels); false: the output must be a scalar loss
   std::optional<bool> classes_last;  // logits [N, ..., classes] (one row per token) rather than [N, classes, ...];
                                      // nullopt: last for integer (token id) inputs, axis 1 for float ones
+  std::vector<std::string> frozen;   // float initializers that are not trained (PyTorch buffers: positional
+                                     // tables, normalization constants), by name; '*' matches any run of
+                                     // characters. Each pattern must match one. They are constants: folded at
+                                     // import where every input is constant, else held as state
 };
 
 struct ImportedModel {

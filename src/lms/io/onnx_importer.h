@@ -86,7 +86,11 @@ class Importer {
   // is one, and stays one).
   const HostTensor* folded(const OnnxNode& n, size_t i) const {
     const HostTensor* c = constant(n, i);
-    return c != nullptr && !(is_float(c->type.dtype) && initializers_.contains(n.inputs[i])) ? c : nullptr;
+    return c != nullptr && !is_param(n.inputs[i], *c) ? c : nullptr;
+  }
+  // Whether a constant is a trainable parameter: a float initializer the options do not freeze.
+  bool is_param(const std::string& name, const HostTensor& t) const {
+    return is_float(t.type.dtype) && initializers_.contains(name) && !frozen_.contains(name);
   }
   // Input i as a graph value without fixing its shape (for ops that only reshape).
   Result<Tensor> tensor(const OnnxNode& n, size_t i) {
@@ -102,8 +106,21 @@ class Importer {
     if (!is_float(t.type.dtype))
       return fail("input '{}' is an integer constant ({}), which LMS takes as data only as indices of a Gather",
                   name, to_string(t.type));
+    if (auto o = origin_.find(name); o != origin_.end() && !initializers_.contains(name)) {
+      // Folded from a trainable initializer: the parameter itself under another shape, or refused (a buffer that
+      // should not be trained can be frozen; a parameter cannot be trained through a computation done at import).
+      const HostTensor& source = consts_.at(o->second);
+      if (source.type.dtype != t.type.dtype || source.data != t.data)
+        return fail("'{}' is computed at import from the float initializer '{}', which LMS takes as a trainable "
+                    "parameter and cannot train through that computation; if '{}' is a buffer (not trained), "
+                    "freeze it (OnnxImportOptions::frozen, `--frozen`)", name, o->second, o->second);
+      OnnxNode reader;
+      reader.inputs = {o->second};
+      const ValueId p = LMS_TRY(tensor(reader, 0)).value;
+      return tensors_[name] = Tensor{p, t.type.shape};
+    }
     ValueId v;
-    if (initializers_.contains(name)) {  // a trainable parameter, initialized from the file
+    if (is_param(name, t)) {  // a trainable parameter, initialized from the file
       v = b_.param(t.type, legal_name(name));  // no init: the weights come from the file
       if (b_.ok()) weights_[b_.graph().value(v).name] = t;
     } else if (is_uniform(t)) {  // a Constant of one repeated value: LMS's `constant`
@@ -278,6 +295,8 @@ class Importer {
   std::map<std::string, IntList> zero_pads_;   // a zero-padded output -> its spatial pads (for Conv, AveragePool)
   std::map<std::string, HostTensor> consts_;
   std::set<std::string> initializers_;
+  std::set<std::string> frozen_;  // initializers OnnxImportOptions::frozen names
+  std::map<std::string, std::string> origin_;  // a constant folded from a trainable initializer -> that initializer
   std::map<std::string, HostTensor> weights_;
   std::optional<std::string> attr_error_;
 };
