@@ -3,7 +3,7 @@
 // (io/onnx_layer_norm.h), each matched in the orders and
 // spellings exporters and hand-written modules produce, left alone when an intermediate is shared or a constant
 // is wrong, and imported to exactly the graph the explicit operator gives. Also the activations that map to one
-// op or a few (Sigmoid, Tanh, Clip, HardSigmoid, HardSwish) and padding. The fixtures
+// op or a few (Sigmoid, Tanh, Clip, HardSigmoid, HardSwish), padding and upsampling. The fixtures
 // in tests/torch check real PyTorch exports against PyTorch's gradients.
 #include <gtest/gtest.h>
 
@@ -284,6 +284,52 @@ TEST(OnnxImportPad, OtherConstantPaddingIsConcatenated) {
             std::string::npos);
   OnnxModel gone = padded(node("Relu", {"p"}, {"y"}), {0, 0, -3, 0, 0, 0, -2, 0});
   EXPECT_NE(import_error(gone).find("crops dim 2 of [1,2,5,5] away"), std::string::npos);
+}
+
+// Resize by whole factors: nearest repeats, linear (half_pixel) interpolates as F.interpolate(align_corners=False)
+// does: [1, 2, 3, 4] becomes [1, 1.25, 1.75, 2.25, 2.75, 3.25, 3.75, 4]. Other modes and factors are refused.
+TEST(OnnxImportResize, NearestAndLinearByWholeFactors) {
+  auto resized = [](std::vector<OnnxAttribute> attributes, HostTensor scales) -> Result<std::vector<double>> {
+    OnnxModel m = model({node("Resize", {"x", "", "scales"}, {"y"}, std::move(attributes)),
+                         node("ReduceMean", {"y"}, {"y_mean"}, {int_attr("keepdims", 0)})},
+                        {{"scales", std::move(scales)}});
+    m.outputs = {info("y_mean", {})};
+    OnnxImportOptions opts;
+    opts.add_loss = false;
+    auto r = LMS_TRY(import_onnx(m, "g", opts));
+    const std::vector<double> x = {1, 2, 3, 4, 5, 6, 7, 8};
+    auto out = LMS_TRY(interpret(r.forward, {{"x", tensor(DType::f32, {2, 4}, x)}}));
+    const Node& mean = r.forward.node(r.forward.value(r.forward.outputs()[0]).producer);
+    return values(out[mean.inputs[0].v]);
+  };
+  const HostTensor twice = tensor(DType::f32, {2}, {1, 2});
+  auto nearest = resized({string_attr("mode", "nearest"), string_attr("coordinate_transformation_mode", "asymmetric"),
+                          string_attr("nearest_mode", "floor")},
+                         twice);
+  ASSERT_TRUE(nearest.has_value()) << nearest.error().str();
+  EXPECT_EQ(*nearest, (std::vector<double>{1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8}));
+  auto linear = resized({string_attr("mode", "linear")}, twice);
+  ASSERT_TRUE(linear.has_value()) << linear.error().str();
+  EXPECT_EQ(*linear, (std::vector<double>{1, 1.25, 1.75, 2.25, 2.75, 3.25, 3.75, 4, 5, 5.25, 5.75, 6.25, 6.75, 7.25,
+                                          7.75, 8}));
+  const struct {
+    std::vector<OnnxAttribute> attributes;
+    HostTensor scales;
+    const char* needle;
+  } refused[] = {
+      {{string_attr("mode", "cubic")}, twice, "mode 'cubic' is not supported"},
+      {{string_attr("mode", "linear"), string_attr("coordinate_transformation_mode", "align_corners")}, twice,
+       "linear with coordinate_transformation_mode 'align_corners' is not supported"},
+      {{string_attr("mode", "nearest"), string_attr("coordinate_transformation_mode", "asymmetric")}, twice,
+       "nearest with coordinate_transformation_mode 'asymmetric' and nearest_mode 'round_prefer_floor'"},
+      {{}, tensor(DType::f32, {2}, {1, 1.5}), "scale 1.5 along axis 1 is not supported"},
+      {{}, tensor(DType::f32, {2}, {1, 0.5}), "scale 0.5 along axis 1 is not supported"},
+  };
+  for (const auto& c : refused) {
+    auto r = resized(c.attributes, c.scales);
+    ASSERT_FALSE(r.has_value()) << c.needle;
+    EXPECT_NE(r.error().str().find(c.needle), std::string::npos) << r.error().str();
+  }
 }
 
 // nn.LayerNorm(4) over x[2,4] as opset 14 writes it: ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div,

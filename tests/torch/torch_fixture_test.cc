@@ -246,7 +246,8 @@ void compare_onnx_with_torch(const std::string& name, int64_t batch, std::vector
   EXPECT_EQ(params, static_cast<int>(std::ranges::count_if(*fx, [](const auto& e) {
               return e.first.starts_with(kGradPrefix);
             })));
-  if (name == "onnx_cnn" || name == "onnx_seg3d" || name == "onnx_act" || name == "onnx_ceil") {
+  if (name == "onnx_cnn" || name == "onnx_seg3d" || name == "onnx_act" || name == "onnx_ceil" ||
+      name == "onnx_upsample") {
     EXPECT_GT(stats, 0) << name << ": batch norm statistics should come with the weights";
   }
   compare_with_torch(imported->forward, name + ".npz", DType::f32, constants);
@@ -272,6 +273,8 @@ TEST(TorchOnnxFixtureTest, VisionTransformerImportMatchesPyTorch) { compare_onnx
 // torchvision's SwinTransformer: shifted windows (roll), their additive attention mask and the relative position
 // bias as constant state, patch merging's step-2 slices.
 TEST(TorchOnnxFixtureTest, SwinTransformerImportMatchesPyTorch) { compare_onnx_with_torch("onnx_swin", 4); }
+// Upsampling as segmentation networks write it: nn.Upsample (Resize nearest), bilinear and trilinear interpolation.
+TEST(TorchOnnxFixtureTest, UpsamplingImportMatchesPyTorch) { compare_onnx_with_torch("onnx_upsample", 2); }
 // A LLaMA decoder: RMSNorm, rotary embeddings from cos/sin buffers (frozen: without that they would be trained
 // as parameters, which the fixture, holding PyTorch's parameters only, would catch), SwiGLU, causal attention.
 TEST(TorchOnnxFixtureTest, LlamaWithRotaryBuffersImportMatchesPyTorch) {

@@ -607,6 +607,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"ReduceMean", &Importer::reduce_mean},
       {"Relu", &Importer::unary},
       {"Reshape", &Importer::reshape_like},
+      {"Resize", &Importer::resize},
       {"ScatterND", &Importer::fold},
       {"Shape", &Importer::shape},
       {"Sigmoid", &Importer::unary},
