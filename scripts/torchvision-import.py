@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Exports torchvision's classification models as a user would for LMS (training mode, opset 14, no constant
+"""Exports torchvision's classification and segmentation models as a user would for LMS (training mode, opset 14, no constant
 folding, a symbolic batch; their Dropouts export in training mode and import as LMS's dropout; stochastic depth,
 whose Bernoulli PyTorch 1.13 cannot export, is switched off) and imports each with `lms stats`, printing one line
 per model: imported (with its parameter count) or the import's error line.
@@ -18,19 +18,39 @@ import warnings
 
 import torch
 import torchvision.models as models
+import torchvision.models.segmentation as segmentation
 import torchvision.ops as ops
 
 DEFAULT_MODELS = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v2", "mobilenet_v3_small",
                   "mobilenet_v3_large", "densenet121", "shufflenet_v2_x1_0", "regnet_y_400mf", "mnasnet0_5",
                   "squeezenet1_0", "googlenet", "efficientnet_b0", "convnext_tiny", "vgg11_bn", "alexnet", "vit_b_16",
                   "swin_t"]
+SEGMENTATION_MODELS = ["fcn_resnet50", "deeplabv3_resnet50", "deeplabv3_mobilenet_v3_large",
+                       "lraspp_mobilenet_v3_large"]
+DEFAULT_MODELS += SEGMENTATION_MODELS
 FIXED_SIZE = {"vit_b_16": 224}  # models whose input size is part of the architecture
+
+
+class SegmentationOutput(torch.nn.Module):
+    """torchvision's segmentation models return {"out": logits}: the logits alone, one output."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
 
 
 def export(name, path, image):
     image = FIXED_SIZE.get(name, image)
-    model = getattr(models, name)(num_classes=10, **({"aux_logits": False, "init_weights": True}
-                                                     if name == "googlenet" else {}))
+    if name in SEGMENTATION_MODELS:
+        model = SegmentationOutput(getattr(segmentation, name)(
+            weights=None, weights_backbone=None, num_classes=5,
+            **({} if name.startswith("lraspp") else {"aux_loss": False})))
+    else:
+        model = getattr(models, name)(num_classes=10, **({"aux_logits": False, "init_weights": True}
+                                                         if name == "googlenet" else {}))
     model.train()
     for module in model.modules():  # efficientnet's and convnext's: no ONNX form of torch.bernoulli in training mode
         if isinstance(module, ops.StochasticDepth):
