@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Exports torchvision's classification and segmentation models as a user would for LMS (training mode, opset 14, no constant
-folding, a symbolic batch; their Dropouts export in training mode and import as LMS's dropout; stochastic depth,
-whose Bernoulli PyTorch 1.13 cannot export, is switched off) and imports each with `lms stats`, printing one line
-per model: imported (with its parameter count) or the import's error line.
+"""Exports torchvision's classification and segmentation models as a user would for LMS (training mode, opset
+14, no constant folding, a symbolic batch; their Dropouts export in training mode and import as LMS's dropout;
+stochastic depth, whose Bernoulli PyTorch 1.13 cannot export, is switched off) and imports each with `lms
+stats`, printing one line per model: imported (with its parameter count) or the import's error line.
 A survey of what the ONNX importer covers, not a test: CI has no torchvision.
 
     /usr/bin/python3 scripts/torchvision-import.py [--lms build/bin/lms] [--image 64] [model ...]
