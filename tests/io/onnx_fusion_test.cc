@@ -287,7 +287,7 @@ TEST(OnnxImportPad, OtherConstantPaddingIsConcatenated) {
 }
 
 // Resize by whole factors: nearest repeats, linear (half_pixel) interpolates as F.interpolate(align_corners=False)
-// does: [1, 2, 3, 4] becomes [1, 1.25, 1.75, 2.25, 2.75, 3.25, 3.75, 4]. Other modes and factors are refused.
+// does: [1, 2, 3, 4] becomes [1, 1.25, 1.75, 2.25, 2.75, 3.25, 3.75, 4].
 TEST(OnnxImportResize, NearestAndLinearByWholeFactors) {
   auto resized = [](std::vector<OnnxAttribute> attributes, HostTensor scales) -> Result<std::vector<double>> {
     OnnxModel m = model({node("Resize", {"x", "", "scales"}, {"y"}, std::move(attributes)),
@@ -298,7 +298,9 @@ TEST(OnnxImportResize, NearestAndLinearByWholeFactors) {
     opts.add_loss = false;
     auto r = LMS_TRY(import_onnx(m, "g", opts));
     const std::vector<double> x = {1, 2, 3, 4, 5, 6, 7, 8};
-    auto out = LMS_TRY(interpret(r.forward, {{"x", tensor(DType::f32, {2, 4}, x)}}));
+    std::map<std::string, HostTensor> feeds = r.weights;  // an interpolation matrix, held as state
+    feeds.emplace("x", tensor(DType::f32, {2, 4}, x));
+    auto out = LMS_TRY(interpret(r.forward, feeds));
     const Node& mean = r.forward.node(r.forward.value(r.forward.outputs()[0]).producer);
     return values(out[mean.inputs[0].v]);
   };
@@ -312,18 +314,34 @@ TEST(OnnxImportResize, NearestAndLinearByWholeFactors) {
   ASSERT_TRUE(linear.has_value()) << linear.error().str();
   EXPECT_EQ(*linear, (std::vector<double>{1, 1.25, 1.75, 2.25, 2.75, 3.25, 3.75, 4, 5, 5.25, 5.75, 6.25, 6.75, 7.25,
                                           7.75, 8}));
+  // Anything else linear is a matmul by PyTorch's interpolation matrix: align_corners (src = j (d-1) / (D-1)),
+  // 1.5 (src = (j + 0.5) / 1.5 - 0.5, clamped) and 0.5 (downsampling without antialiasing: the midpoints).
+  auto corners = resized({string_attr("mode", "linear"), string_attr("coordinate_transformation_mode",
+                                                                      "align_corners")}, twice);
+  ASSERT_TRUE(corners.has_value()) << corners.error().str();
+  auto three_halves = resized({string_attr("mode", "linear")}, tensor(DType::f32, {2}, {1, 1.5}));
+  ASSERT_TRUE(three_halves.has_value()) << three_halves.error().str();
+  auto half = resized({string_attr("mode", "linear")}, tensor(DType::f32, {2}, {1, 0.5}));
+  ASSERT_TRUE(half.has_value()) << half.error().str();
+  ASSERT_EQ(corners->size(), 16u);
+  ASSERT_EQ(three_halves->size(), 12u);
+  for (int64_t j = 0; j < 8; ++j)
+    EXPECT_NEAR((*corners)[static_cast<size_t>(j)], 1 + 3.0 * static_cast<double>(j) / 7, 1e-6) << j;
+  const std::vector<double> expect_three_halves = {1, 1.5, 2 + 1.0 / 6, 2 + 5.0 / 6, 3.5, 4};
+  for (size_t j = 0; j < 6; ++j) EXPECT_NEAR((*three_halves)[j], expect_three_halves[j], 1e-6) << j;
+  EXPECT_EQ(*half, (std::vector<double>{1.5, 3.5, 5.5, 7.5}));
   const struct {
     std::vector<OnnxAttribute> attributes;
     HostTensor scales;
     const char* needle;
   } refused[] = {
       {{string_attr("mode", "cubic")}, twice, "mode 'cubic' is not supported"},
-      {{string_attr("mode", "linear"), string_attr("coordinate_transformation_mode", "align_corners")}, twice,
-       "linear with coordinate_transformation_mode 'align_corners' is not supported"},
+      {{string_attr("mode", "linear"), string_attr("coordinate_transformation_mode", "tf_crop_and_resize")}, twice,
+       "linear with coordinate_transformation_mode 'tf_crop_and_resize' is not supported"},
       {{string_attr("mode", "nearest"), string_attr("coordinate_transformation_mode", "asymmetric")}, twice,
        "nearest with coordinate_transformation_mode 'asymmetric' and nearest_mode 'round_prefer_floor'"},
-      {{}, tensor(DType::f32, {2}, {1, 1.5}), "scale 1.5 along axis 1 is not supported"},
-      {{}, tensor(DType::f32, {2}, {1, 0.5}), "scale 0.5 along axis 1 is not supported"},
+      {{}, tensor(DType::f32, {2}, {1, 1.5}), "nearest resizing of axis 1 from 4 to 6 is not supported"},
+      {{string_attr("mode", "linear")}, tensor(DType::f32, {2}, {1, -1}), "scale -1 along axis 1 of [2,4] is out"},
   };
   for (const auto& c : refused) {
     auto r = resized(c.attributes, c.scales);
