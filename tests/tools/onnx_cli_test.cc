@@ -65,18 +65,25 @@ TEST(OnnxCommand, PlanAndMaxBatch) {
 }
 
 // Swapping is bit-exact on imported models whose ops came from fusions and the newer activations: the GPT-2
-// export (fused layer norms, tanh GELU) and the mobile-activation CNN (sigmoid, tanh, clamp, the hard
-// activations, padding folded into a pool), trained under a budget that makes tflms and auto swap, give the
-// unconstrained run's losses bit for bit.
+// export (fused layer norms, tanh GELU), the mobile-activation CNN (sigmoid, tanh, clamp, the hard
+// activations, padding folded into a pool), and the transformers and upsampling whose import writes constants
+// as state and resizes, strided slices and padding with other ops (ViT, Swin, LLaMA with frozen rotary tables, the
+// upsampling segmenter), trained under a budget that makes tflms and auto swap, give the unconstrained run's
+// losses bit for bit.
 TEST(OnnxCommand, SwappingImportedModelsIsBitExact) {
   const std::string fixtures = std::string(LMS_SOURCE_DIR) + "/tests/fixtures/";
   const struct {
-    std::string file, batch, budget;
-  } cases[] = {{"onnx_gpt2.onnx", "4", "140KiB"}, {"onnx_act.onnx", "8", "150KiB"}};
+    std::string file, batch, budget, extra;
+  } cases[] = {{"onnx_gpt2.onnx", "4", "140KiB", ""},
+               {"onnx_act.onnx", "8", "150KiB", ""},
+               {"onnx_vit.onnx", "4", "160KiB", ""},
+               {"onnx_swin.onnx", "8", "1300KiB", ""},
+               {"onnx_llama.onnx", "2", "95KiB", " --frozen '*_cached'"},
+               {"onnx_upsample.onnx", "4", "75KiB", ""}};
   for (const auto& c : cases) {
     auto train = [&](const std::string& strategy, const std::string& budget) {
       CmdResult r = lms("train " + fixtures + c.file + " --device reference --steps 2 --batch " + c.batch +
-                        " --strategy " + strategy + " --budget " + budget + " --json");
+                        " --strategy " + strategy + " --budget " + budget + " --json" + c.extra);
       EXPECT_EQ(r.status, 0) << c.file << " " << strategy << ": " << r.err;
       return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
     };
@@ -91,6 +98,22 @@ TEST(OnnxCommand, SwappingImportedModelsIsBitExact) {
   }
 }
 #endif
+
+// A model that cannot train at batch 1 (batch norm over a 1x1 map, as DeepLabV3's image pooling has; PyTorch
+// refuses it too) is searched from batch 2.
+TEST(OnnxCommand, MaxBatchStartsWhereTheModelTrains) {
+  const std::string file = std::string(LMS_SOURCE_DIR) + "/tests/fixtures/onnx_upsample.onnx";
+  const CmdResult one = lms("plan " + file + " --batch 1 --budget 1GiB");
+  EXPECT_NE(one.status, 0);
+  EXPECT_NE(one.err.find("must be at least 2 (values per channel in the batch)"), std::string::npos) << one.err;
+  const CmdResult r = lms("maxbatch " + file + " --budget 256KiB --json --verbose");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("batch      1: refused, starting at 2"), std::string::npos) << r.err;
+  const int64_t max_batch = nlohmann::json::parse(r.out)["max_batch"].get<int64_t>();
+  EXPECT_GE(max_batch, 2);
+  EXPECT_EQ(lms("plan " + file + " --batch " + std::to_string(max_batch) + " --budget 256KiB").status, 0);
+  EXPECT_NE(lms("plan " + file + " --batch " + std::to_string(max_batch + 1) + " --budget 256KiB").status, 0);
+}
 
 TEST(OnnxCommand, BadInputIsOneErrorLine) {
   const fs::path not_onnx = temp_dir() / "not_a_model.onnx";

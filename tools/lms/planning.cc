@@ -80,12 +80,24 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
   quiet.on_trial = nullptr;  // --verbose shows the search at the answer only
   quiet.fits_only = true;    // a probe asks whether a size fits; the answer is planned in full below
   Capacity c;
+  int64_t skipped = 0;  // sizes below the smallest the model takes at all (the search's k = 1 is size skipped + 1)
   auto plan_at = [&](int64_t k, const StrategyOptions& o, int64_t& size) -> Result<Plan> {
     ModelArgs m = a.model;
-    size = apply(m, k);
+    size = apply(m, k + skipped);
     Graph g = LMS_TRY(training_graph(a, m));
     return try_plan(g, o);
   };
+  // A model may refuse its smallest size for a reason other than memory (training-mode batch norm over a 1x1
+  // map, as in DeepLabV3's image pooling, needs two samples; PyTorch refuses batch 1 there too): the search
+  // then starts at the next size.
+  if (ModelArgs first = a.model, second = a.model; limit > 1) {
+    const int64_t size1 = apply(first, 1), size2 = apply(second, 2);
+    if (!training_graph(a, first) && training_graph(a, second)) {
+      skipped = 1;
+      --limit;
+      if (a.strategy.verbose) fmt::print(stderr, "  {} {:>6}: refused, starting at {}\n", what, size1, size2);
+    }
+  }
   std::map<int64_t, std::string> refused;  // by k: the sizes refused outright, with the reason
   // On a terminal, without --verbose or --json: one line on stderr, rewritten per probe (a search of a large
   // model plans dozens of sizes and takes seconds to minutes), erased at the end.
@@ -116,6 +128,7 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
   if (!searched) return std::unexpected(std::move(searched.error()));
   const int64_t k = *searched;
   c.plan = LMS_TRY(plan_at(std::max<int64_t>(k, 1), opts, c.size));
+  c.probes += static_cast<int>(skipped);
   if (k == 0) return fail("does not fit even at {} {}: {}", what, c.size, c.plan.why->str());
   if (auto it = refused.find(k + 1); it != refused.end()) c.limited_by = it->second;
   return c;
