@@ -720,7 +720,8 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
     attr_error_.reset();
     Result<void> done = (this->*(h->second))(n);
     if (!done) return wrap(where, done.error());
-    for (const std::string& in : n.inputs) {  // constants folded from a trainable initializer keep where they came from
+    // Constants folded from a trainable initializer's values keep where they came from (a Shape reads none).
+    for (const std::string& in : n.op_type == "Shape" ? std::vector<std::string>{} : n.inputs) {
       std::string source;
       if (auto o = origin_.find(in); o != origin_.end()) {
         source = o->second;
