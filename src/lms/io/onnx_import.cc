@@ -785,10 +785,20 @@ std::vector<std::string_view> onnx_supported_ops() {
 
 Result<ImportedModel> import_onnx(const OnnxModel& model, const std::string& graph_name,
                                   const OnnxImportOptions& opts) {
-  ImportedModel m{Graph(graph_name), {}};
-  Importer imp(model, opts, m.forward);
-  m.weights = LMS_TRY(imp.run());
-  return m;
+  // A trainable initializer that a computation done at import turned into data (a positional table built from
+  // two parameters) is imported again with that computation in the graph, one such initializer at a time.
+  std::set<std::string> computed;
+  for (;;) {
+    ImportedModel m{Graph(graph_name), {}};
+    Importer imp(model, opts, m.forward, computed);
+    auto weights = imp.run();
+    if (weights) {
+      m.weights = std::move(*weights);
+      return m;
+    }
+    if (!imp.needs_computing() || !computed.insert(*imp.needs_computing()).second)
+      return std::unexpected(std::move(weights.error()));
+  }
 }
 
 }  // namespace lms

@@ -136,12 +136,13 @@ Result<ValueId> Importer::strided_slice(ValueId v, int64_t axis, int64_t first, 
 }
 
 Result<void> Importer::split(const OnnxNode& n) {
-  ValueId x = LMS_TRY(data(n, 0));
-  const auto r = static_cast<int64_t>(shape_of(x).size());
+  const HostTensor* c = folded(n, 0);  // shape arithmetic: its parts are constants too
+  const Shape in = c != nullptr ? c->type.shape : LMS_TRY(tensor(n, 0)).shape;
+  const auto r = static_cast<int64_t>(in.size());
   int64_t axis = int_attr(n, "axis", 0);
   if (axis < 0) axis += r;
   if (axis < 0 || axis >= r) return fail("axis {} is out of range for rank {}", int_attr(n, "axis", 0), r);
-  const int64_t d = shape_of(x)[static_cast<size_t>(axis)];
+  const int64_t d = in[static_cast<size_t>(axis)];
   std::vector<int64_t> sizes = ints_attr(n, "split").value_or(std::vector<int64_t>{});
   if (has_input(n, 1)) {
     const HostTensor* c = constant(n, 1);
@@ -158,8 +159,14 @@ Result<void> Importer::split(const OnnxNode& n) {
     return fail("split sizes {} do not divide axis {} of size {} into {} outputs", to_string(Shape(sizes)), axis, d,
                 n.outputs.size());
   int64_t start = 0;
+  const ValueId x = c != nullptr ? ValueId{} : LMS_TRY(data(n, 0));
   for (size_t k = 0; k < sizes.size(); start += sizes[k++]) {
     if (n.outputs[k].empty()) continue;
+    if (c != nullptr) {
+      const int64_t bounds[] = {start, start + sizes[k], axis};
+      consts_[n.outputs[k]] = LMS_TRY(fold_slice(*c, {bounds, 1}, {bounds + 1, 1}, {bounds + 2, 1}, {}));
+      continue;
+    }
     if (sizes[k] <= 0) return fail("output {} of the split is empty", k);
     ValueId part = b_.op(Op::slice, {x}, attrs({{"axis", axis}, {"start", start}, {"end", start + sizes[k]}}),
                          out_name(n, k));

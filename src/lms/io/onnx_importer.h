@@ -62,9 +62,14 @@ inline HostTensor i64_tensor(const std::vector<int64_t>& v, Shape shape) {
 
 class Importer {
  public:
-  Importer(const OnnxModel& m, const OnnxImportOptions& o, Graph& g) : model_(m), opts_(o), b_(g) {}
+  // `computed`: trainable initializers whose computations run in the graph rather than at import (import_onnx
+  // fills it when a run fails for want of that, needs_computing()).
+  Importer(const OnnxModel& m, const OnnxImportOptions& o, Graph& g, std::set<std::string> computed = {})
+      : model_(m), opts_(o), b_(g), computed_(std::move(computed)) {}
 
   Result<std::map<std::string, HostTensor>> run();
+  // After run() failed because a value folded from a trainable initializer was read as data: that initializer.
+  const std::optional<std::string>& needs_computing() const { return needs_computing_; }
 
   using Handler = Result<void> (Importer::*)(const OnnxNode&);
   static const std::vector<std::pair<std::string_view, Handler>>& handlers();
@@ -78,7 +83,7 @@ class Importer {
   // ---- reading inputs ----
   bool has_input(const OnnxNode& n, size_t i) const { return i < n.inputs.size() && !n.inputs[i].empty(); }
   const HostTensor* constant(const OnnxNode& n, size_t i) const {
-    if (!has_input(n, i)) return nullptr;
+    if (!has_input(n, i) || computed_.contains(n.inputs[i])) return nullptr;
     auto it = consts_.find(n.inputs[i]);
     return it == consts_.end() ? nullptr : &it->second;
   }
@@ -110,10 +115,12 @@ class Importer {
       // Folded from a trainable initializer: the parameter itself under another shape, or refused (a buffer that
       // should not be trained can be frozen; a parameter cannot be trained through a computation done at import).
       const HostTensor& source = consts_.at(o->second);
-      if (source.type.dtype != t.type.dtype || source.data != t.data)
+      if (source.type.dtype != t.type.dtype || source.data != t.data) {
+        needs_computing_ = o->second;
         return fail("'{}' is computed at import from the float initializer '{}', which LMS takes as a trainable "
                     "parameter and cannot train through that computation; if '{}' is a buffer (not trained), "
                     "freeze it (OnnxImportOptions::frozen, `--frozen`)", name, o->second, o->second);
+      }
       OnnxNode reader;
       reader.inputs = {o->second};
       const ValueId p = LMS_TRY(tensor(reader, 0)).value;
@@ -299,6 +306,8 @@ class Importer {
   std::set<std::string> initializers_;
   std::set<std::string> frozen_;  // initializers OnnxImportOptions::frozen names
   std::map<std::string, std::string> origin_;  // a constant folded from a trainable initializer -> that initializer
+  const std::set<std::string> computed_;       // trainable initializers never folded (see the constructor)
+  std::optional<std::string> needs_computing_;
   std::map<std::string, HostTensor> weights_;
   std::optional<std::string> attr_error_;
 };
