@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Exports torchvision's classification and segmentation models as a user would for LMS (training mode, opset
-14, no constant folding, a symbolic batch; their Dropouts export in training mode and import as LMS's dropout;
-stochastic depth, whose Bernoulli PyTorch 1.13 cannot export, is switched off) and imports each with `lms
-stats`, printing one line per model: imported (with its parameter count) or the import's error line.
+"""Exports torchvision's classification, segmentation and video models as a user would for LMS (training mode,
+opset 14, no constant folding, a symbolic batch; their Dropouts export in training mode and import as LMS's
+dropout; stochastic depth, whose Bernoulli PyTorch 1.13 cannot export, is switched off) and imports each with
+`lms stats`, printing one line per model: imported (with its parameter count) or the import's error line.
 A survey of what the ONNX importer covers, not a test: CI has no torchvision.
 
     /usr/bin/python3 scripts/torchvision-import.py [--lms build/bin/lms] [--image 64] [model ...]
@@ -19,6 +19,7 @@ import warnings
 import torch
 import torchvision.models as models
 import torchvision.models.segmentation as segmentation
+import torchvision.models.video as video
 import torchvision.ops as ops
 
 DEFAULT_MODELS = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v2", "mobilenet_v3_small",
@@ -27,7 +28,8 @@ DEFAULT_MODELS = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", 
                   "swin_t"]
 SEGMENTATION_MODELS = ["fcn_resnet50", "deeplabv3_resnet50", "deeplabv3_mobilenet_v3_large",
                        "lraspp_mobilenet_v3_large"]
-DEFAULT_MODELS += SEGMENTATION_MODELS
+VIDEO_MODELS = ["r3d_18", "mc3_18", "r2plus1d_18"]  # 3-D convolutions over [N, 3, 8 frames, side, side]
+DEFAULT_MODELS += SEGMENTATION_MODELS + VIDEO_MODELS
 FIXED_SIZE = {"vit_b_16": 224}  # models whose input size is part of the architecture
 
 
@@ -44,7 +46,10 @@ class SegmentationOutput(torch.nn.Module):
 
 def export(name, path, image):
     image = FIXED_SIZE.get(name, image)
-    if name in SEGMENTATION_MODELS:
+    shape = (2, 3, 8, image, image) if name in VIDEO_MODELS else (2, 3, image, image)
+    if name in VIDEO_MODELS:
+        model = getattr(video, name)(num_classes=10)
+    elif name in SEGMENTATION_MODELS:
         model = SegmentationOutput(getattr(segmentation, name)(
             weights=None, weights_backbone=None, num_classes=5,
             **({} if name.startswith("lraspp") else {"aux_loss": False})))
@@ -55,7 +60,7 @@ def export(name, path, image):
     for module in model.modules():  # efficientnet's and convnext's: no ONNX form of torch.bernoulli in training mode
         if isinstance(module, ops.StochasticDepth):
             module.p = 0.0
-    torch.onnx.export(model, (torch.randn(2, 3, image, image),), path, input_names=["input"],
+    torch.onnx.export(model, (torch.randn(*shape),), path, input_names=["input"],
                       output_names=["logits"], opset_version=14, training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
 
