@@ -325,6 +325,11 @@ TEST(MemoryPlanner, BudgetBelowPeakFailsNamingPeakBudgetAndOp) {
   EXPECT_NE(msg.find("at the peak %d (relu)"), std::string::npos) << msg;
   EXPECT_NE(msg.find(format_size(20000) + " of activations"), std::string::npos) << msg;
   EXPECT_NE(msg.find("minimum budget " + format_size(20000)), std::string::npos) << msg;
+  // The largest tensors live there, biggest first (ties by value id), and how many are live.
+  EXPECT_NE(msg.find(fmt::format("; the largest of its 3 live tensors: %c {0}, %d {0}, %p {1} (", format_size(8000),
+                                 format_size(4000))),
+            std::string::npos)
+      << msg;
 
   auto tiny = plan_memory(ch.g, PlanOptions{.budget_bytes = 1024});
   ASSERT_FALSE(tiny.has_value());

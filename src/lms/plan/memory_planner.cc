@@ -102,6 +102,22 @@ Error does_not_fit(const Graph& g, const MemoryPlan& plan, int64_t budget_bytes)
                         "parameters and state",
                         node_label(g, at), g.def(at).name, format_size(plan.peak_transient_bytes),
                         format_size(plan.persistent_bytes));
+    // The largest of them, so that the line says what to look at.
+    std::vector<const PlannedBuffer*> live;
+    for (const PlannedBuffer& b : plan.buffers)
+      if (b.life.placement == Placement::device && !b.life.persistent && !b.life.workspace &&
+          b.life.first <= plan.peak_position && plan.peak_position <= b.life.last)
+        live.push_back(&b);
+    const size_t shown = std::min<size_t>(live.size(), 3);
+    std::partial_sort(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(shown), live.end(),
+                      [](const PlannedBuffer* a, const PlannedBuffer* b) {
+                        return a->life.bytes != b->life.bytes ? a->life.bytes > b->life.bytes
+                                                              : a->life.root.v < b->life.root.v;
+                      });
+    if (shown > 0) what += fmt::format("; the largest of its {} live tensors:", live.size());
+    for (size_t i = 0; i < shown; ++i)
+      what += fmt::format("{} %{} {}", i == 0 ? "" : ",", g.value(live[i]->life.root).name,
+                          format_size(live[i]->life.bytes));
   }
   what += fmt::format(" (liveness lower bound {}; minimum budget {}: parameters and state plus the largest op)",
                       format_size(plan.lower_bound_bytes), format_size(plan.min_budget_bytes));
