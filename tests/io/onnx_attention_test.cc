@@ -254,6 +254,14 @@ TEST(OnnxAttention, OtherConstantMasksAreAdded) {
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(values.get(i * 4 + j), j >= i ? 0.0 : fill) << i << "," << j;
   }
+  // Layers masking with the same condition share one constant.
+  auto twice = import_onnx(attention({node("Where", {"keep", "scores", "fill"}, {"once"}),
+                                      node("Where", {"keep", "once", "fill"}, {"masked"})},
+                                     {{"keep", anti}, {"fill", tensor(DType::f32, {}, {-1e9})}}),
+                           "anti", opts);
+  ASSERT_TRUE(twice.has_value()) << twice.error().str();
+  EXPECT_EQ(count_op(twice->forward, Op::add), 3) << "the positions, and one per mask";
+  EXPECT_EQ(count_op(twice->forward, Op::state), 1);
 }
 
 TEST(OnnxAttention, RefusalsSayWhatIsSupported) {

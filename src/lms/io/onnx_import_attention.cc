@@ -34,10 +34,16 @@ Result<void> Importer::mask_scores(const OnnxNode& n, const std::string& scores,
                   "others that keep an entry in every row or fill with -inf)", to_string(masked.type.shape), row,
                   fill.get(0));
   }
-  HostTensor zero(TensorType{fill.type.dtype, {}});
-  const HostTensor additive = LMS_TRY(fold_where(masked, fill, zero));
+  // Every layer masks with the same condition: one state for them all.
+  const std::string key = fmt::format("{}|{}|{}", n.inputs.at(0), n.inputs.at(1) == scores ? 2 : 1, fill.get(0));
+  auto mask = additive_masks_.find(key);
+  if (mask == additive_masks_.end()) {
+    HostTensor zero(TensorType{fill.type.dtype, {}});
+    const HostTensor additive = LMS_TRY(fold_where(masked, fill, zero));
+    mask = additive_masks_.emplace(key, constant_state(n.outputs.at(0) + ".mask", additive)).first;
+  }
   const ValueId x = LMS_TRY(data(reader, 0));
-  return define(n, b_.op(Op::add, {x, constant_state(n.outputs.at(0) + ".mask", additive)}, {}, out_name(n)));
+  return define(n, b_.op(Op::add, {x, mask->second}, {}, out_name(n)));
 }
 
 Result<void> Importer::where(const OnnxNode& n) {

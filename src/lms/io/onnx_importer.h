@@ -301,6 +301,7 @@ class Importer {
   Builder b_;
   std::map<std::string, Tensor> tensors_;
   std::map<std::string, std::string> masked_;  // a causally masked output -> the scores it masks (for Softmax)
+  std::map<std::string, ValueId> additive_masks_;  // another mask's state, by (condition, side, fill)
   std::map<std::string, IntList> zero_pads_;   // a zero-padded output -> its spatial pads (for Conv, AveragePool)
   std::map<std::string, HostTensor> consts_;
   std::set<std::string> initializers_;
