@@ -112,8 +112,9 @@ class Importer {
       return fail("input '{}' is an integer constant ({}), which LMS takes as data only as indices of a Gather",
                   name, to_string(t.type));
     if (auto o = origin_.find(name); o != origin_.end() && !initializers_.contains(name)) {
-      // Folded from a trainable initializer: the parameter itself under another shape, or refused (a buffer that
-      // should not be trained can be frozen; a parameter cannot be trained through a computation done at import).
+      // Folded from a trainable initializer: the parameter itself under another shape; else this run fails and
+      // import_onnx starts again with that initializer never folded (needs_computing), so the computation is in
+      // the graph; the message is what remains when that fails too.
       const HostTensor& source = consts_.at(o->second);
       if (source.type.dtype != t.type.dtype || source.data != t.data) {
         needs_computing_ = o->second;
