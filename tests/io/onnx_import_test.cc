@@ -394,6 +394,24 @@ TEST(OnnxImport, BuffersAreFrozenByName) {
   EXPECT_EQ(count_op(frozen_slice->forward, Op::param), 1) << "norm.mean";
 }
 
+// A table read at constant indices that are not consecutive (Swin's relative position bias) is an embedding at
+// ids held as state, once for every Gather at those indices.
+TEST(OnnxImport, GatherAtConstantIndicesIsAnEmbedding) {
+  OnnxModel m;
+  m.opset = 14;
+  m.inputs = {input("x", {std::nullopt, 3})};
+  m.outputs = {input("logits", {std::nullopt, 3})};
+  m.initializers = {{"t1", f32({5, 3})}, {"t2", f32({5, 3}, -1.0)}, {"picks", i64({4, 0, -1}, {3})}};
+  m.nodes = {node("Gather", {"t1", "picks"}, {"g1"}), node("Gather", {"t2", "picks"}, {"g2"}),
+             node("Add", {"g1", "g2"}, {"bias"}), node("MatMul", {"x", "bias"}, {"logits"})};
+  auto imported = import_onnx(m, "gather");
+  ASSERT_TRUE(imported.has_value()) << imported.error().str();
+  const Graph& g = imported->forward;
+  EXPECT_EQ(count_op(g, Op::embedding), 2);
+  EXPECT_EQ(count_op(g, Op::state), 1);
+  EXPECT_EQ(imported->weights.at("picks").data, i64({4, 0, 4}, {3}).data) << "negative indices count from the end";
+}
+
 TEST(OnnxImport, FixedBatchReshapeAtAnotherBatchSaysWhy) {
   OnnxModel m = dynamic_flatten_model();
   m.inputs[0].dims[0] = 2;  // exported at batch 2 with the batch folded into the target shape

@@ -487,8 +487,11 @@ Result<void> Importer::gather(const OnnxNode& n) {
         at[i] = rows[i] < 0 ? rows[i] + d : rows[i];
         if (at[i] < 0 || at[i] >= d) return fail("index {} is out of range for axis 0 of {}", rows[i], to_string(ts));
       }
-      const ValueId picks = constant_state(n.inputs[1], i64_tensor(at, ids->type.shape));
-      return define(n, b_.op(Op::embedding, {t, picks}, {}, out_name(n)));
+      auto held = tensors_.find(n.inputs[1]);  // another Gather at the same indices holds them already
+      if (held == tensors_.end())
+        held = tensors_.emplace(n.inputs[1], Tensor{constant_state(n.inputs[1], i64_tensor(at, ids->type.shape)),
+                                                    ids->type.shape}).first;
+      return define(n, b_.op(Op::embedding, {t, held->second.value}, {}, out_name(n)));
     }
     if (!consecutive)
       return fail("constant indices {} are not consecutive entries of axis {} of {}", abbreviated(rows), axis,
