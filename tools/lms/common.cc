@@ -167,8 +167,8 @@ std::string format_count(int64_t n) {
 
 int report(const Error& e) {
   std::string line = e.str();
-  for (char& c : line)
-    if (c == '\n') c = ' ';
+  for (char& c : line)  // one line, whatever names a file brought in (control characters would break or redraw it)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   fmt::print(stderr, "lms: error: {}\n", line);
   return kExitError;
 }
