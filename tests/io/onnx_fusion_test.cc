@@ -350,6 +350,33 @@ TEST(OnnxImportResize, NearestAndLinearByWholeFactors) {
   }
 }
 
+// LeakyRelu is relu(x) - alpha relu(-x): alpha x below zero and x above, exactly.
+TEST(OnnxImportActivations, LeakyReluIsExact) {
+  OnnxModel m = model({node("LeakyRelu", {"x"}, {"y"}, {float_attr("alpha", 0.1)}),
+                       node("ReduceMean", {"y"}, {"y_mean"}, {int_attr("keepdims", 0)})},
+                      {});
+  m.outputs = {info("y_mean", {})};
+  OnnxImportOptions opts;
+  opts.add_loss = false;
+  auto r = import_onnx(m, "g", opts);
+  ASSERT_TRUE(r.has_value()) << r.error().str();
+  const std::vector<double> x = {-3, -0.5, 0, 0.7, 1e-30, -1e30, 5, -7.25};
+  auto out = interpret(r->forward, {{"x", tensor(DType::f32, {2, 4}, x)}});
+  ASSERT_TRUE(out.has_value()) << out.error().str();
+  const std::vector<double> y = values((*out)[r->forward.find_value("y")->v]);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const auto xf = static_cast<float>(x[i]);
+    EXPECT_EQ(static_cast<float>(y[i]), xf > 0 ? xf : 0.1f * xf) << x[i];
+  }
+}
+
+// InstanceNormalization needs spatial dims.
+TEST(OnnxImportNorm, InstanceNormOfAMatrixIsRefused) {
+  OnnxModel m = model({node("InstanceNormalization", {"x", "g", "b"}, {"y"})},
+                      {{"g", tensor(DType::f32, {4}, {1, 1, 1, 1})}, {"b", tensor(DType::f32, {4}, {0, 0, 0, 0})}});
+  EXPECT_NE(import_error(m).find("input [2,4] has no spatial dims (N, C, ...)"), std::string::npos);
+}
+
 // nn.LayerNorm(4) over x[2,4] as opset 14 writes it: ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div,
 // Mul gamma, Add beta. `hand_written` is the common hand-written module instead: the centred value computed
 // twice, squared as d * d, divided as d * Reciprocal(std), and gamma * n + beta with the operands swapped.

@@ -275,6 +275,10 @@ TEST(TorchOnnxFixtureTest, VisionTransformerImportMatchesPyTorch) { compare_onnx
 TEST(TorchOnnxFixtureTest, SwinTransformerImportMatchesPyTorch) { compare_onnx_with_torch("onnx_swin", 4); }
 // Upsampling as segmentation networks write it: nn.Upsample (Resize nearest), bilinear and trilinear interpolation.
 TEST(TorchOnnxFixtureTest, UpsamplingImportMatchesPyTorch) { compare_onnx_with_torch("onnx_upsample", 4); }
+// nnU-Net's building blocks: instance norm, group norm (exported as an instance norm and an affine), leaky relu.
+TEST(TorchOnnxFixtureTest, InstanceGroupNormAndLeakyReluImportMatchesPyTorch) {
+  compare_onnx_with_torch("onnx_nnunet", 2);
+}
 // A LLaMA decoder: RMSNorm, rotary embeddings from cos/sin buffers (frozen: without that they would be trained
 // as parameters, which the fixture, holding PyTorch's parameters only, would catch), SwiGLU, causal attention.
 TEST(TorchOnnxFixtureTest, LlamaWithRotaryBuffersImportMatchesPyTorch) {
