@@ -275,7 +275,8 @@ TEST(TorchOnnxFixtureTest, VisionTransformerImportMatchesPyTorch) { compare_onnx
 TEST(TorchOnnxFixtureTest, SwinTransformerImportMatchesPyTorch) { compare_onnx_with_torch("onnx_swin", 4); }
 // Upsampling as segmentation networks write it: nn.Upsample (Resize nearest), bilinear and trilinear interpolation.
 TEST(TorchOnnxFixtureTest, UpsamplingImportMatchesPyTorch) { compare_onnx_with_torch("onnx_upsample", 4); }
-// nnU-Net's building blocks: instance norm, group norm (exported as an instance norm and an affine), leaky relu.
+// nnU-Net's and MONAI's building blocks: instance norm, group norm (exported as an instance norm and an affine),
+// leaky relu, PReLU.
 TEST(TorchOnnxFixtureTest, InstanceGroupNormAndLeakyReluImportMatchesPyTorch) {
   compare_onnx_with_torch("onnx_nnunet", 2);
 }

@@ -607,6 +607,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"Not", &Importer::fold},
       {"Pad", &Importer::pad},
       {"Pow", &Importer::power},
+      {"PRelu", &Importer::leaky_relu},
       {"Range", &Importer::fold},
       {"Reciprocal", &Importer::unary},
       {"ReduceMean", &Importer::reduce_mean},

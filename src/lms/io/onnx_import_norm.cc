@@ -5,8 +5,9 @@
 //     viewed as [N*C, spatial], a `layer_norm` over that last axis with unit gamma and zero beta (`constant`s), the
 //     view back, then the per-channel scale (`mul`, broadcast) and bias (`bias_add` on axis 1), each left out when
 //     it is the identity;
-//   - LeakyRelu: relu(x) - alpha relu(-x) (`relu`, `scale`, `add`), which is alpha x below zero and x above it
-//     exactly, as PyTorch's; its backward keeps both relu outputs.
+//   - LeakyRelu and PRelu (MONAI's default activation): relu(x) - alpha relu(-x) (`relu`, `scale`, `add`; PRelu's
+//     learned slope by a broadcasting `mul`), which is alpha x below zero and x above it exactly, as PyTorch's;
+//     the backward keeps both relu outputs.
 #include <fmt/format.h>
 
 #include "lms/io/onnx_importer.h"
@@ -51,12 +52,18 @@ Result<void> Importer::instance_norm(const OnnxNode& n) {
 
 Result<void> Importer::leaky_relu(const OnnxNode& n) {
   const ValueId x = LMS_TRY(data(n, 0));
-  const double alpha = float_attr(n, "alpha", 0.01);
   const std::string name = out_name(n);
   const ValueId positive = b_.op(Op::relu, {x}, {}, name + ".positive");
   const ValueId flipped = b_.op(Op::scale, {x}, attrs({{"factor", -1.0}}), name + ".flipped");
   const ValueId negative = b_.op(Op::relu, {flipped}, {}, name + ".negative");
-  const ValueId leak = b_.op(Op::scale, {negative}, attrs({{"factor", -alpha}}), name + ".leak");
+  ValueId leak;
+  if (n.op_type == "PRelu") {  // a learned slope, broadcast (PyTorch's [C, 1, ...] per channel, or one)
+    const ValueId slope = LMS_TRY(data(n, 1));
+    const ValueId scaled = b_.op(Op::mul, {negative, slope}, {}, name + ".sloped");
+    leak = b_.op(Op::scale, {scaled}, attrs({{"factor", -1.0}}), name + ".leak");
+  } else {
+    leak = b_.op(Op::scale, {negative}, attrs({{"factor", -float_attr(n, "alpha", 0.01)}}), name + ".leak");
+  }
   return define(n, b_.op(Op::add, {positive, leak}, {}, name));
 }
 

@@ -274,7 +274,7 @@ class Importer {
   Result<void> pool(const OnnxNode& n);
   // Resize: upsampling, nearest or linear (onnx_import_resize.cc).
   Result<void> resize(const OnnxNode& n);
-  // InstanceNormalization and LeakyRelu, written with other ops (onnx_import_norm.cc).
+  // InstanceNormalization, LeakyRelu and PRelu, written with other ops (onnx_import_norm.cc).
   Result<void> instance_norm(const OnnxNode& n);
   Result<void> leaky_relu(const OnnxNode& n);
   Result<void> global_avg_pool(const OnnxNode& n);
