@@ -370,6 +370,26 @@ TEST(OnnxImportActivations, LeakyReluIsExact) {
   }
 }
 
+// ReduceSum (axes as an input since opset 13) and Sum of several inputs, broadcasting.
+TEST(OnnxImportReduce, ReduceSumAndSum) {
+  OnnxModel m = model({node("ReduceSum", {"x", "axes"}, {"rows"}, {int_attr("keepdims", 1)}),
+                       node("Sum", {"x", "rows", "two"}, {"y"}),
+                       node("ReduceMean", {"y"}, {"y_mean"}, {int_attr("keepdims", 0)})},
+                      {{"axes", tensor(DType::i64, {1}, {1})}, {"two", scalar(2)}});
+  m.outputs = {info("y_mean", {})};
+  OnnxImportOptions opts;
+  opts.add_loss = false;
+  auto r = import_onnx(m, "g", opts);
+  ASSERT_TRUE(r.has_value()) << r.error().str();
+  std::map<std::string, HostTensor> feeds = r->weights;  // "two", a float initializer: a parameter
+  feeds.emplace("x", tensor(DType::f32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}));
+  auto out = interpret(r->forward, feeds);
+  ASSERT_TRUE(out.has_value()) << out.error().str();
+  // Row sums 10 and 26, added to every element with 2.
+  EXPECT_EQ(values((*out)[r->forward.find_value("y")->v]),
+            (std::vector<double>{13, 14, 15, 16, 33, 34, 35, 36}));
+}
+
 // InstanceNormalization needs spatial dims.
 TEST(OnnxImportNorm, InstanceNormOfAMatrixIsRefused) {
   OnnxModel m = model({node("InstanceNormalization", {"x", "g", "b"}, {"y"})},

@@ -444,12 +444,22 @@ Result<void> Importer::matmul(const OnnxNode& n) {
   return define(n, b_.op(Op::matmul, {LMS_TRY(data(n, 0)), LMS_TRY(data(n, 1))}, {}, out_name(n)));
 }
 
-Result<void> Importer::reduce_mean(const OnnxNode& n) {
+Result<void> Importer::reduce(const OnnxNode& n) {
   ValueId x = LMS_TRY(data(n, 0));
   auto ax = LMS_TRY(axes(n, 1));
+  if (ax && ax->empty() && int_attr(n, "noop_with_empty_axes", 0) != 0) return define(n, x);
   Attributes a = attrs({{"axes", IntList(ax.value_or(std::vector<int64_t>{}))},
                         {"keepdims", int_attr(n, "keepdims", 1) != 0}});
-  return define(n, b_.op(Op::mean, {x}, std::move(a), out_name(n)));
+  return define(n, b_.op(n.op_type == "ReduceSum" ? Op::reduce_sum : Op::mean, {x}, std::move(a), out_name(n)));
+}
+
+Result<void> Importer::sum(const OnnxNode& n) {
+  if (n.inputs.empty()) return fail("Sum of nothing");
+  ValueId total = LMS_TRY(data(n, 0));
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    total = b_.op(Op::add, {total, LMS_TRY(data(n, i))}, {},
+                  i + 1 == n.inputs.size() ? out_name(n) : out_name(n) + fmt::format(".{}", i));
+  return define(n, total);
 }
 
 Result<void> Importer::gather(const OnnxNode& n) {
@@ -610,7 +620,8 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"PRelu", &Importer::leaky_relu},
       {"Range", &Importer::fold},
       {"Reciprocal", &Importer::unary},
-      {"ReduceMean", &Importer::reduce_mean},
+      {"ReduceMean", &Importer::reduce},
+      {"ReduceSum", &Importer::reduce},
       {"Relu", &Importer::unary},
       {"Reshape", &Importer::reshape_like},
       {"Resize", &Importer::resize},
@@ -624,6 +635,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"Sqrt", &Importer::unary},
       {"Squeeze", &Importer::reshape_like},
       {"Sub", &Importer::binary},
+      {"Sum", &Importer::sum},
       {"Tanh", &Importer::unary},
       {"Transpose", &Importer::transpose},
       {"Unsqueeze", &Importer::reshape_like},

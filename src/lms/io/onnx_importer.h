@@ -288,7 +288,10 @@ class Importer {
   Result<void> layer_norm(const OnnxNode& n);
   Result<void> gemm(const OnnxNode& n);
   Result<void> matmul(const OnnxNode& n);
-  Result<void> reduce_mean(const OnnxNode& n);
+  // ReduceMean, ReduceSum: `mean`, `reduce_sum` (noop_with_empty_axes honoured).
+  Result<void> reduce(const OnnxNode& n);
+  // Sum (of any number of inputs, broadcasting): a chain of `add`s.
+  Result<void> sum(const OnnxNode& n);
   // Gather: folded on constants (shape arithmetic); a float initializer table read by ids is an embedding.
   Result<void> gather(const OnnxNode& n);
   Result<void> shape(const OnnxNode& n);
