@@ -12,6 +12,7 @@
 
 #include "io/onnx_nodes.h"
 #include "lms/backends/reference/interpreter.h"
+#include "lms/io/onnx_fold.h"
 #include "lms/io/onnx_gelu.h"
 #include "lms/io/onnx_import.h"
 #include "lms/io/onnx_layer_norm.h"
@@ -388,6 +389,30 @@ TEST(OnnxImportReduce, ReduceSumAndSum) {
   // Row sums 10 and 26, added to every element with 2.
   EXPECT_EQ(values((*out)[r->forward.find_value("y")->v]),
             (std::vector<double>{13, 14, 15, 16, 33, 34, 35, 36}));
+}
+
+// Tile on data repeats along each axis (a reshape, broadcast_to and reshape per axis); on constants it folds.
+TEST(OnnxImportReduce, TileRepeats) {
+  OnnxModel m = model({node("Tile", {"x", "reps"}, {"y"}), node("ReduceMean", {"y"}, {"y_mean"},
+                                                                {int_attr("keepdims", 0)})},
+                      {{"reps", tensor(DType::i64, {2}, {2, 3})}});
+  m.outputs = {info("y_mean", {})};
+  OnnxImportOptions opts;
+  opts.add_loss = false;
+  auto r = import_onnx(m, "g", opts);
+  ASSERT_TRUE(r.has_value()) << r.error().str();
+  auto out = interpret(r->forward, {{"x", tensor(DType::f32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})}});
+  ASSERT_TRUE(out.has_value()) << out.error().str();
+  const ValueId y = *r->forward.find_value("y.axis1");
+  EXPECT_EQ(r->forward.value(y).type.shape, (Shape{4, 12}));
+  std::vector<double> expect;
+  for (int rep = 0; rep < 2; ++rep)
+    for (int row = 0; row < 2; ++row)
+      for (int col = 0; col < 12; ++col) expect.push_back(1 + row * 4 + col % 4);
+  EXPECT_EQ(values((*out)[y.v]), expect);
+  auto folded = fold_tile(tensor(DType::i64, {2}, {7, 9}), std::vector<int64_t>{3});
+  ASSERT_TRUE(folded.has_value()) << folded.error().str();
+  EXPECT_EQ(values(*folded), (std::vector<double>{7, 9, 7, 9, 7, 9}));
 }
 
 // InstanceNormalization needs spatial dims.

@@ -126,6 +126,31 @@ Result<HostTensor> fold_expand(const HostTensor& x, const Shape& shape) {
   return out;
 }
 
+Result<HostTensor> fold_tile(const HostTensor& x, std::span<const int64_t> repeats) {
+  const Shape& in = x.type.shape;
+  if (repeats.size() != in.size()) return fail("Tile has {} repeats for rank {}", repeats.size(), in.size());
+  Shape out_shape = in;
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (repeats[k] < 0) return fail("Tile repeat {} along axis {}", repeats[k], k);
+    out_shape[k] *= repeats[k];
+  }
+  HostTensor out = LMS_TRY(make(x.type.dtype, out_shape));
+  const auto width = static_cast<size_t>(dtype_size(x.type.dtype));
+  std::vector<int64_t> index(in.size(), 0), stride(in.size(), 1);
+  for (size_t k = in.size(); k-- > 1;) stride[k - 1] = stride[k] * in[k];
+  for (int64_t e = 0; e < out.type.num_elements(); ++e) {
+    int64_t from = 0;
+    for (size_t k = 0; k < in.size(); ++k) from += index[k] % in[k] * stride[k];
+    std::copy_n(x.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(from) * width), width,
+                out.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(e) * width));
+    for (size_t k = in.size(); k-- > 0;) {
+      if (++index[k] < out_shape[k]) break;
+      index[k] = 0;
+    }
+  }
+  return out;
+}
+
 Result<HostTensor> fold_transpose(const HostTensor& x, std::span<const int64_t> perm) {
   const Shape& in = x.type.shape;
   const size_t r = in.size();

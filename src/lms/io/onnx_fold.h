@@ -1,5 +1,5 @@
 // Constant evaluation of the ONNX operators that exports use for shape arithmetic and attention masks, on host
-// tensors: broadcasting Add/Sub/Mul/Div/Mod/Equal, elementwise Neg/Sqrt/Reciprocal/Pow/..., Not, Where, Expand,
+// tensors: broadcasting Add/Sub/Mul/Div/Mod/Equal, elementwise Neg/Sqrt/Reciprocal/Pow/..., Not, Where, Expand, Tile,
 // Transpose, Concat, ScatterND, Slice and Range. The importer (io/onnx_import.cc) calls these when every input of
 // a node is a constant, so a mask computed from a registered buffer (`mask[:, :, :T, :T] == 0`) or positions from
 // `arange(T)` become plain constants it can recognise. Booleans are i64 0/1, as the reader widens them. Results
@@ -29,6 +29,9 @@ Result<HostTensor> fold_binary(std::string_view op, const HostTensor& a, const H
 // Expand: x broadcast to the broadcast of its shape and `shape` (ONNX Expand is two-way: a 1 in `shape` keeps
 // x's dim).
 Result<HostTensor> fold_expand(const HostTensor& x, const Shape& shape);
+
+// Tile: x repeated repeats[k] times along each axis k.
+Result<HostTensor> fold_tile(const HostTensor& x, std::span<const int64_t> repeats);
 
 // Transpose: out dim k is x's dim perm[k].
 Result<HostTensor> fold_transpose(const HostTensor& x, std::span<const int64_t> perm);

@@ -637,6 +637,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"Sub", &Importer::binary},
       {"Sum", &Importer::sum},
       {"Tanh", &Importer::unary},
+      {"Tile", &Importer::tile},
       {"Transpose", &Importer::transpose},
       {"Unsqueeze", &Importer::reshape_like},
       {"Where", &Importer::where},

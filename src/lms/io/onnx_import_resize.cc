@@ -11,12 +11,15 @@
 //     `matmul` by the [d, D] interpolation matrix (two nonzero weights per output, PyTorch's), held as state, with
 //     the axis moved last by `transpose`s.
 // Axes are done last first, the order PyTorch's bilinear and trilinear kernels nest their weighted sums in.
+// Tile, a repetition too, is here as well: per axis a `reshape`, `broadcast_to` and `reshape` (folded on
+// constants).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "lms/io/onnx_fold.h"
 #include "lms/io/onnx_importer.h"
 
 namespace lms::onnx_import_detail {
@@ -165,6 +168,32 @@ Result<void> Importer::resize(const OnnxNode& n) {
       up = b_.op(Op::concat, std::move(phases), attrs({{"axis", axis + 1}}), name + ".interleaved");
     }
     x = b_.op(Op::reshape, {up}, attrs({{"shape", IntList(grown.begin(), grown.end())}}), name);
+    if (!b_.ok()) return std::unexpected(*b_.error());
+  }
+  return define(n, x);
+}
+
+Result<void> Importer::tile(const OnnxNode& n) {
+  const HostTensor* repeats_input = constant(n, 1);
+  if (repeats_input == nullptr) return fail("the repeats input is not a constant");
+  const std::vector<int64_t> repeats = ints_of(*repeats_input);
+  if (const HostTensor* c = folded(n, 0)) return define_const(n, LMS_TRY(fold_tile(*c, repeats)));
+  ValueId x = LMS_TRY(data(n, 0));
+  if (repeats.size() != shape_of(x).size())
+    return fail("{} repeats for a tensor of rank {}", repeats.size(), shape_of(x).size());
+  // Per axis: [..., d, ...] viewed as [..., 1, d, ...], broadcast to [..., r, d, ...], viewed as [..., r*d, ...].
+  for (size_t k = 0; k < repeats.size(); ++k) {
+    if (repeats[k] < 1) return fail("repeat {} along axis {} is not supported (1 or more are)", repeats[k], k);
+    if (repeats[k] == 1) continue;
+    const std::string name = out_name(n) + fmt::format(".axis{}", k);
+    const Shape s = shape_of(x);
+    IntList unit(s.begin(), s.end()), repeated(s.begin(), s.end()), merged(s.begin(), s.end());
+    unit.insert(unit.begin() + static_cast<std::ptrdiff_t>(k), 1);
+    repeated.insert(repeated.begin() + static_cast<std::ptrdiff_t>(k), repeats[k]);
+    merged[k] *= repeats[k];
+    x = b_.op(Op::reshape, {x}, attrs({{"shape", unit}}), name + ".unit");
+    x = b_.op(Op::broadcast_to, {x}, attrs({{"shape", repeated}}), name + ".repeated");
+    x = b_.op(Op::reshape, {x}, attrs({{"shape", merged}}), name);
     if (!b_.ok()) return std::unexpected(*b_.error());
   }
   return define(n, x);
