@@ -60,6 +60,23 @@ std::vector<int64_t> broadcast_offsets(const Shape& in, const Shape& out) {
   return offsets;
 }
 
+// y[i] = x's element at offset(i), for every row-major multi-index i of `shape` (slices, tiles).
+template <class Offset>
+Result<HostTensor> gather_elements(const HostTensor& x, const Shape& shape, Offset offset) {
+  HostTensor y = LMS_TRY(make(x.type.dtype, shape));
+  const auto width = static_cast<size_t>(dtype_size(x.type.dtype));
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t e = 0; e < y.type.num_elements(); ++e) {
+    std::copy_n(x.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(offset(index)) * width), width,
+                y.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(e) * width));
+    for (size_t k = shape.size(); k-- > 0;) {  // the odometer
+      if (++index[k] < shape[k]) break;
+      index[k] = 0;
+    }
+  }
+  return y;
+}
+
 }  // namespace
 
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
@@ -134,21 +151,13 @@ Result<HostTensor> fold_tile(const HostTensor& x, std::span<const int64_t> repea
     if (repeats[k] < 0) return fail("Tile repeat {} along axis {}", repeats[k], k);
     out_shape[k] *= repeats[k];
   }
-  HostTensor out = LMS_TRY(make(x.type.dtype, out_shape));
-  const auto width = static_cast<size_t>(dtype_size(x.type.dtype));
-  std::vector<int64_t> index(in.size(), 0), stride(in.size(), 1);
+  std::vector<int64_t> stride(in.size(), 1);
   for (size_t k = in.size(); k-- > 1;) stride[k - 1] = stride[k] * in[k];
-  for (int64_t e = 0; e < out.type.num_elements(); ++e) {
+  return gather_elements(x, out_shape, [&](const std::vector<int64_t>& index) {
     int64_t from = 0;
     for (size_t k = 0; k < in.size(); ++k) from += index[k] % in[k] * stride[k];
-    std::copy_n(x.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(from) * width), width,
-                out.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(e) * width));
-    for (size_t k = in.size(); k-- > 0;) {
-      if (++index[k] < out_shape[k]) break;
-      index[k] = 0;
-    }
-  }
-  return out;
+    return from;
+  });
 }
 
 Result<HostTensor> fold_transpose(const HostTensor& x, std::span<const int64_t> perm) {
@@ -332,24 +341,14 @@ Result<HostTensor> fold_slice(const HostTensor& x, std::span<const int64_t> star
   const std::vector<int64_t>& first = s.first;
   const std::vector<int64_t>& step = s.step;
   const Shape& out = s.count;
-  HostTensor y = LMS_TRY(make(x.type.dtype, out));
-  const int64_t total = y.type.num_elements();
   std::vector<int64_t> in_stride(in.size(), 1);
   for (int64_t k = r - 2; k >= 0; --k)
     in_stride[static_cast<size_t>(k)] = in_stride[static_cast<size_t>(k) + 1] * in[static_cast<size_t>(k) + 1];
-  std::vector<int64_t> index(in.size(), 0);
-  const size_t width = static_cast<size_t>(dtype_size(x.type.dtype));
-  for (int64_t e = 0; e < total; ++e) {
+  return gather_elements(x, out, [&](const std::vector<int64_t>& index) {
     int64_t from = 0;
     for (size_t k = 0; k < in.size(); ++k) from += (first[k] + index[k] * step[k]) * in_stride[k];
-    std::copy_n(x.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(from) * width), width,
-                y.data.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(e) * width));
-    for (size_t k = in.size(); k-- > 0;) {
-      if (++index[k] < out[k]) break;
-      index[k] = 0;
-    }
-  }
-  return y;
+    return from;
+  });
 }
 
 Result<HostTensor> fold_range(const HostTensor& start, const HostTensor& limit, const HostTensor& delta) {
