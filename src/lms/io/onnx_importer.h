@@ -1,11 +1,12 @@
 // The ONNX importer's internals (io/onnx_import.h is the interface), shared by its source files: onnx_import.cc
 // (the operator table, the convolutional and general operators, the graph's inputs and loss),
-// onnx_import_attention.cc (what transformers need: Slice, Split, masks, Softmax, Equal/Not/Range),
-// onnx_import_resize.cc (upsampling, Tile) and onnx_import_norm.cc (instance norm, leaky relu). The Importer
-// keeps, for every ONNX tensor name, either a graph value with the shape ONNX knows it by (a pending view: the
-// value's own shape may differ until an op needs the ONNX shape, when one reshape is added) or a host constant
-// (initializers, Constant outputs, folded shape arithmetic). Float initializers become parameters when first read
-// as data. Nothing outside src/lms/io includes this file.
+// onnx_import_layout.cc (views, constants, shape arithmetic), onnx_import_attention.cc (what transformers need:
+// Slice, Split, masks, Softmax, Equal/Not/Range), onnx_import_resize.cc (upsampling, Tile) and
+// onnx_import_norm.cc (instance norm, leaky relu). The Importer keeps, for every ONNX tensor name, either a graph
+// value with the shape ONNX knows it by (a pending view: the value's own shape may differ until an op needs the
+// ONNX shape, when one reshape is added) or a host constant (initializers, Constant outputs, folded shape
+// arithmetic). Float initializers become parameters when first read as data. Nothing outside src/lms/io includes
+// this file.
 #pragma once
 
 #include <fmt/format.h>
