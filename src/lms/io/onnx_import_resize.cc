@@ -114,14 +114,8 @@ Result<void> Importer::resize(const OnnxNode& n) {
   for (size_t k = in.size(); k-- > 0;) {
     const int64_t d = shape_of(x)[k];
     if (to[k] == d && (scale[k] == 1 || coords == "align_corners")) continue;  // the identity
-    const int64_t s = to[k] / d;
     const auto axis = static_cast<int64_t>(k);
     const std::string name = out_name(n) + fmt::format(".axis{}", k);
-    Shape grown = shape_of(x);
-    grown[k] = d * s;
-    IntList grouped(grown.begin(), grown.end());
-    grouped[k] = d;
-    grouped.insert(grouped.begin() + axis + 1, s);
     if (mode == "linear" && !(half_pixel && whole(k))) {  // the interpolation matrix
       const auto r = static_cast<int64_t>(shape_of(x).size());
       IntList perm(static_cast<size_t>(r));
@@ -136,6 +130,12 @@ Result<void> Importer::resize(const OnnxNode& n) {
       if (!b_.ok()) return std::unexpected(*b_.error());
       continue;
     }
+    const int64_t s = to[k] / d;  // a whole factor from here on
+    Shape grown = shape_of(x);
+    grown[k] = d * s;
+    IntList grouped(grown.begin(), grown.end());
+    grouped[k] = d;
+    grouped.insert(grouped.begin() + axis + 1, s);
     ValueId up;
     if (mode == "nearest") {
       ValueId unit = b_.op(Op::reshape, {x}, attrs({{"shape", with_unit_after(shape_of(x), k)}}), name + ".unit");
