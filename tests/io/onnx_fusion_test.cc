@@ -415,6 +415,46 @@ TEST(OnnxImportReduce, TileRepeats) {
   EXPECT_EQ(values(*folded), (std::vector<double>{7, 9, 7, 9, 7, 9}));
 }
 
+// Einsum of one operand transposes and sums; forms LMS does not take are refused with the reason.
+TEST(OnnxImportReduce, EinsumOfOneOperandAndRefusals) {
+  auto run = [](std::string equation, std::vector<std::string> inputs = {"x"}) -> Result<std::vector<double>> {
+    OnnxModel m = model({node("Einsum", std::move(inputs), {"y"}, {string_attr("equation", std::move(equation))}),
+                         node("ReduceMean", {"y"}, {"y_mean"}, {int_attr("keepdims", 0)})},
+                        {});
+    m.outputs = {info("y_mean", {})};
+    OnnxImportOptions opts;
+    opts.add_loss = false;
+    auto r = LMS_TRY(import_onnx(m, "g", opts));
+    auto out = LMS_TRY(interpret(r.forward, {{"x", tensor(DType::f32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})}}));
+    const Node& mean = r.forward.node(r.forward.value(r.forward.outputs()[0]).producer);
+    return values(out[mean.inputs[0].v]);
+  };
+  auto transposed = run("ij->ji");
+  ASSERT_TRUE(transposed.has_value()) << transposed.error().str();
+  EXPECT_EQ(*transposed, (std::vector<double>{1, 5, 2, 6, 3, 7, 4, 8}));
+  auto rows = run("ij -> i");
+  ASSERT_TRUE(rows.has_value()) << rows.error().str();
+  EXPECT_EQ(*rows, (std::vector<double>{10, 26}));
+  auto gram = run("ij,kj->ik", {"x", "x"});  // x x^T, implicit letters contracted
+  ASSERT_TRUE(gram.has_value()) << gram.error().str();
+  EXPECT_EQ(*gram, (std::vector<double>{30, 70, 70, 174}));
+  const std::pair<const char*, const char*> refused[] = {
+      {"...j->j", "ellipses and other forms are not supported"},
+      {"ii->i", "'i' repeats within an operand"},
+      {"ij->ik", "output letter 'k' is repeated or not in an operand"},
+      {"ijk->i", "operand 0 has rank 2 for 'ijk'"},
+  };
+  for (const auto& [equation, needle] : refused) {
+    auto r = run(equation);
+    ASSERT_FALSE(r.has_value()) << equation;
+    EXPECT_NE(r.error().str().find(needle), std::string::npos) << r.error().str();
+  }
+  auto mismatch = run("ij,jk->ik", {"x", "x"});
+  ASSERT_FALSE(mismatch.has_value());
+  EXPECT_NE(mismatch.error().str().find("'j' is 4 in one operand and 2 in another"), std::string::npos)
+      << mismatch.error().str();
+}
+
 // InstanceNormalization needs spatial dims.
 TEST(OnnxImportNorm, InstanceNormOfAMatrixIsRefused) {
   OnnxModel m = model({node("InstanceNormalization", {"x", "g", "b"}, {"y"})},

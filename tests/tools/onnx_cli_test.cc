@@ -68,8 +68,8 @@ TEST(OnnxCommand, PlanAndMaxBatch) {
 // export (fused layer norms, tanh GELU), the mobile-activation CNN (sigmoid, tanh, clamp, the hard activations,
 // padding folded into a pool), and the transformers, upsampling and normalizations whose import writes constants
 // as state and resizes, strided slices, padding, instance norm and leaky relu with other ops (ViT, Swin, LLaMA
-// with frozen rotary tables, the upsampling segmenter, nnU-Net's blocks), trained under a budget that makes tflms
-// and auto swap, give the unconstrained run's losses bit for bit.
+// with frozen rotary tables, the upsampling segmenter, nnU-Net's blocks, einsum attention), trained under a budget
+// that makes tflms and auto swap, give the unconstrained run's losses bit for bit.
 TEST(OnnxCommand, SwappingImportedModelsIsBitExact) {
   const std::string fixtures = std::string(LMS_SOURCE_DIR) + "/tests/fixtures/";
   const struct {
@@ -80,7 +80,8 @@ TEST(OnnxCommand, SwappingImportedModelsIsBitExact) {
                {"onnx_swin.onnx", "8", "1300KiB", ""},
                {"onnx_llama.onnx", "2", "95KiB", " --frozen '*_cached'"},
                {"onnx_upsample.onnx", "4", "75KiB", ""},
-               {"onnx_nnunet.onnx", "4", "55KiB", ""}};
+               {"onnx_nnunet.onnx", "4", "55KiB", ""},
+               {"onnx_einsum.onnx", "8", "14KiB", ""}};
   for (const auto& c : cases) {
     auto train = [&](const std::string& strategy, const std::string& budget) {
       CmdResult r = lms("train " + fixtures + c.file + " --device reference --steps 2 --batch " + c.batch +

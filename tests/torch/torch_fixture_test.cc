@@ -280,6 +280,8 @@ TEST(TorchOnnxFixtureTest, UpsamplingImportMatchesPyTorch) { compare_onnx_with_t
 TEST(TorchOnnxFixtureTest, InstanceGroupNormAndLeakyReluImportMatchesPyTorch) {
   compare_onnx_with_torch("onnx_nnunet", 2);
 }
+// Attention written with torch.einsum: batch, contracted, free and summed letters, implicit output.
+TEST(TorchOnnxFixtureTest, EinsumImportMatchesPyTorch) { compare_onnx_with_torch("onnx_einsum", 4); }
 // A LLaMA decoder: RMSNorm, rotary embeddings from cos/sin buffers (frozen: without that they would be trained
 // as parameters, which the fixture, holding PyTorch's parameters only, would catch), SwiGLU, causal attention.
 TEST(TorchOnnxFixtureTest, LlamaWithRotaryBuffersImportMatchesPyTorch) {

@@ -361,6 +361,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"ConvTranspose", &Importer::conv},
       {"Div", &Importer::binary},
       {"Dropout", &Importer::identity},
+      {"Einsum", &Importer::einsum},
       {"Equal", &Importer::fold},
       {"Expand", &Importer::expand},
       {"Flatten", &Importer::reshape_like},

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <map>
 #include <cmath>
 #include <numeric>
 
@@ -196,6 +198,126 @@ Result<void> Importer::softmax(const OnnxNode& n) {
   if (causal && axis != r - 1)
     return fail("a causally masked Softmax over axis {} of rank {} (not the last)", axis, r);
   return define(n, b_.op(Op::softmax, {x}, attrs({{"axis", axis}, {"causal", causal}}), out_name(n)));
+}
+
+namespace {
+
+// One operand's letters in an Einsum equation; "" where the equation has a form LMS does not take.
+std::vector<std::string> einsum_terms(std::string equation, std::string& out, std::string& error) {
+  std::erase(equation, ' ');
+  const size_t arrow = equation.find("->");
+  const std::string ins = equation.substr(0, arrow);
+  std::vector<std::string> terms(1);
+  for (char c : ins) {
+    if (c == ',') {
+      terms.emplace_back();
+    } else if (std::isalpha(static_cast<unsigned char>(c))) {
+      if (terms.back().find(c) != std::string::npos) error = fmt::format("'{}' repeats within an operand", c);
+      terms.back() += c;
+    } else {
+      error = fmt::format("'{}' (ellipses and other forms are not supported)", c);
+    }
+  }
+  if (arrow != std::string::npos) {
+    out = equation.substr(arrow + 2);
+  } else {  // implicit: the letters appearing once, in alphabetical order
+    for (char c = 'A'; c <= 'z'; ++c)
+      if (std::isalpha(static_cast<unsigned char>(c)) && std::ranges::count(ins, c) == 1) out += c;
+  }
+  for (char c : out)
+    if (!std::isalpha(static_cast<unsigned char>(c)) || std::ranges::count(out, c) != 1 ||
+        ins.find(c) == std::string::npos)
+      error = fmt::format("output letter '{}' is repeated or not in an operand", c);
+  return terms;
+}
+
+}  // namespace
+
+// Einsum of one or two operands as the transposes, reshapes, sums and one matmul it amounts to (numpy's
+// tensordot method): letters only in one operand and not in the output are summed first; the rest are batch
+// letters (both operands and the output), contracted ones (both operands only) and the free letters of each;
+// A is arranged [batch, free A, contracted] and B [batch, contracted, free B], each viewed as three dims, and
+// the matmul's [batch, free A, free B] is viewed back and transposed to the output's order.
+Result<void> Importer::einsum(const OnnxNode& n) {
+  std::string out, error;
+  const std::vector<std::string> terms = einsum_terms(string_attr(n, "equation", ""), out, error);
+  if (!error.empty()) return fail("equation '{}': {}", string_attr(n, "equation", ""), error);
+  if (terms.size() != n.inputs.size() || terms.size() > 2)
+    return fail("equation '{}' for {} inputs (one or two operands are supported)", string_attr(n, "equation", ""),
+                n.inputs.size());
+  const std::string name = out_name(n);
+  std::map<char, int64_t> size;
+  std::vector<ValueId> xs;
+  std::vector<std::string> letters;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    ValueId x = LMS_TRY(data(n, i));
+    const Shape s = shape_of(x);
+    if (s.size() != terms[i].size())
+      return fail("operand {} has rank {} for '{}'", i, s.size(), terms[i]);
+    std::string kept;
+    IntList summed;
+    for (size_t k = 0; k < s.size(); ++k) {
+      const char c = terms[i][k];
+      if (auto it = size.find(c); it != size.end() && it->second != s[k])
+        return fail("'{}' is {} in one operand and {} in another", c, it->second, s[k]);
+      size[c] = s[k];
+      const bool other = terms.size() == 2 && terms[1 - i].find(c) != std::string::npos;
+      if (out.find(c) == std::string::npos && !other) {
+        summed.push_back(static_cast<int64_t>(k));
+      } else {
+        kept += c;
+      }
+    }
+    if (!summed.empty())
+      x = b_.op(Op::reduce_sum, {x}, attrs({{"axes", summed}}), name + fmt::format(".sum{}", i));
+    xs.push_back(x);
+    letters.push_back(kept);
+  }
+  // Arranges operand i's letters in `order`, viewed as `dims` (products of groups of letters).
+  auto arrange = [&](size_t i, const std::string& order, const IntList& dims) -> ValueId {
+    IntList perm;
+    for (char c : order) perm.push_back(static_cast<int64_t>(letters[i].find(c)));
+    ValueId x = xs[i];
+    if (!std::ranges::is_sorted(perm))
+      x = b_.op(Op::transpose, {x}, attrs({{"perm", perm}}), name + fmt::format(".arranged{}", i));
+    if (b_.ok() && shape_of(x) != Shape(dims.begin(), dims.end()))
+      x = b_.op(Op::reshape, {x}, attrs({{"shape", dims}}), name + fmt::format(".viewed{}", i));
+    return x;
+  };
+  auto product_of = [&](const std::string& group) {
+    int64_t p = 1;
+    for (char c : group) p *= size.at(c);
+    return p;
+  };
+  std::string batch, contracted, free_a, free_b;
+  for (char c : letters[0]) {
+    const bool in_b = letters.size() == 2 && letters[1].find(c) != std::string::npos;
+    const bool in_out = out.find(c) != std::string::npos;
+    (in_b ? (in_out ? batch : contracted) : free_a) += c;
+  }
+  if (letters.size() == 2)
+    for (char c : letters[1])
+      if (letters[0].find(c) == std::string::npos) free_b += c;
+  ValueId y;
+  if (letters.size() == 1) {
+    y = arrange(0, free_a, IntList(shape_of(xs[0]).begin(), shape_of(xs[0]).end()));  // a transpose at most
+  } else {
+    const int64_t nb = product_of(batch), m = product_of(free_a), k = product_of(contracted), nn = product_of(free_b);
+    const ValueId a = arrange(0, batch + free_a + contracted, batch.empty() ? IntList{m, k} : IntList{nb, m, k});
+    const ValueId b = arrange(1, batch + contracted + free_b, batch.empty() ? IntList{k, nn} : IntList{nb, k, nn});
+    y = b_.op(Op::matmul, {a, b}, {}, name + ".product");
+  }
+  if (!b_.ok()) return std::unexpected(*b_.error());
+  // [batch, free A, free B] in the output's order.
+  const std::string have = batch + free_a + free_b;
+  IntList dims;
+  for (char c : have) dims.push_back(size.at(c));
+  if (shape_of(y) != Shape(dims.begin(), dims.end()))
+    y = b_.op(Op::reshape, {y}, attrs({{"shape", dims}}), name + ".unviewed");
+  IntList perm;
+  for (char c : out) perm.push_back(static_cast<int64_t>(have.find(c)));
+  if (!std::ranges::is_sorted(perm)) y = b_.op(Op::transpose, {y}, attrs({{"perm", perm}}), name);
+  return define(n, y);
 }
 
 }  // namespace lms::onnx_import_detail

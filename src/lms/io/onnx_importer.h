@@ -287,6 +287,8 @@ class Importer {
   Result<void> transpose(const OnnxNode& n);
   Result<void> concat(const OnnxNode& n);
   Result<void> softmax(const OnnxNode& n);
+  // Einsum of one or two operands: transposes, reshapes, reduce_sum and one matmul.
+  Result<void> einsum(const OnnxNode& n);
   Result<void> layer_norm(const OnnxNode& n);
   Result<void> gemm(const OnnxNode& n);
   Result<void> matmul(const OnnxNode& n);
