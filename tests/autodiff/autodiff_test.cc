@@ -68,17 +68,18 @@ TEST(Autodiff, SeedOutputsAndCategories) {
   EXPECT_TRUE(verify(g).has_value());
 }
 
-TEST(Autodiff, FanOutIsSummedInConsumerOrder) {
+TEST(Autodiff, FanOutIsSummedAsItArrives) {
   Graph g = grad_graph(kFanOut, {"w"});
-  // %w feeds %a (mul, node 2) and %b (relu, node 3): two contributions, summed by one add, mul's first.
+  // %w feeds %a (mul, node 2) and %b (relu, node 3): two contributions, summed by one add in the order the
+  // backward pass makes them, relu's first.
   const Node& sum = producer(g, "w.grad");
   ASSERT_EQ(sum.op, Op::add);
   ASSERT_EQ(sum.inputs.size(), 2u);
-  EXPECT_EQ(g.node(g.value(sum.inputs[0]).producer).op, Op::mul);
-  EXPECT_EQ(g.node(g.value(sum.inputs[1]).producer).op, Op::relu_grad);
-  // Contributions are numbered in the order they are summed.
-  EXPECT_EQ(name_of(g, sum.inputs[0]), "w.grad.1");
-  EXPECT_EQ(name_of(g, sum.inputs[1]), "w.grad.2");
+  EXPECT_EQ(g.node(g.value(sum.inputs[0]).producer).op, Op::relu_grad);
+  EXPECT_EQ(g.node(g.value(sum.inputs[1]).producer).op, Op::mul);
+  // Contributions are numbered by their reader's position.
+  EXPECT_EQ(name_of(g, sum.inputs[0]), "w.grad.2");
+  EXPECT_EQ(name_of(g, sum.inputs[1]), "w.grad.1");
   EXPECT_EQ(count_op(g, Op::add), 2);  // the forward add and the accumulation
   // %x is an input not asked for: nothing computes its gradient.
   EXPECT_FALSE(g.find_value("x.grad").has_value());
@@ -96,6 +97,18 @@ TEST(Autodiff, FanOutIsSummedInConsumerOrder) {
   ASSERT_EQ(last.op, Op::add);
   EXPECT_EQ(name_of(three, last.inputs[0]), "w.grad.acc");
   EXPECT_EQ(producer(three, "w.grad.acc").op, Op::add);
+  // Each contribution is added to the running sum before the next is made: of %w's contributions and partial
+  // sums, no more than two are ever waiting for their reader.
+  std::vector<ValueId> made;
+  for (NodeId n : three.node_ids()) {
+    for (ValueId out : three.node(n).outputs)
+      if (three.value(out).name.starts_with("w.grad.")) made.push_back(out);
+    int waiting = 0;
+    for (ValueId v : made)
+      waiting += std::any_of(three.value(v).consumers.begin(), three.value(v).consumers.end(),
+                             [&](NodeId c) { return c > n; });
+    EXPECT_LE(waiting, 2) << print_node(three, n);
+  }
 }
 
 TEST(Autodiff, DeterministicText) {

@@ -1,8 +1,8 @@
 // Reverse-mode differentiation (see autodiff.h and docs/autodiff.md). Three sweeps over one deterministic
 // topological order: forward, mark the values that depend on a differentiated value; backward, mark the nodes
 // to differentiate and count the gradient contributions each value will receive (so names can be chosen
-// before the nodes exist); backward again, sum each value's contributions once all its consumers are done
-// and run the rule of every marked node.
+// before the nodes exist); backward again, run the rule of every marked node and add each contribution to its
+// value's running sum as it arrives.
 #include "lms/autodiff/autodiff.h"
 
 #include <algorithm>
@@ -18,13 +18,6 @@
 namespace lms {
 
 namespace {
-
-// One gradient contribution to a value: from input `index` of node `consumer`.
-struct Part {
-  NodeId consumer;
-  size_t index = 0;
-  ValueId grad;
-};
 
 bool is_float_value(const Graph& g, ValueId v) { return is_float(g.value(v).type.dtype); }
 
@@ -68,8 +61,8 @@ Result<Plan> plan_sweeps(const Graph& g, ValueId loss, std::span<const ValueId> 
 std::string grad_name(const Graph& g, ValueId v) { return g.value(v).name + ".grad"; }
 
 // The name hint for the contribution of input `index` of node `n` to its value v: "<v>.grad" when it is the
-// only one, else "<v>.grad.<k>" with k counting v's contributions from 1 in (consumer id, input index) order,
-// the order in which accumulate() sums them.
+// only one, else "<v>.grad.<k>" with k counting v's contributions from 1 in (consumer id, input index) order
+// (they arrive, and are summed, in the reverse order).
 std::string part_name(const Graph& g, const Plan& p, NodeId n, size_t index) {
   ValueId v = g.node(n).inputs[index];
   // A multi-output gradient op may compute a gradient nobody needs (batch_norm_grad's dx for an input x).
@@ -86,22 +79,29 @@ std::string part_name(const Graph& g, const Plan& p, NodeId n, size_t index) {
   return fmt::format("{}.{}", grad_name(g, v), rank);
 }
 
-// Sums the contributions of `v` in (consumer id, input index) order into its gradient "<v>.grad".
-ValueId accumulate(Builder& b, ValueId v, std::vector<Part>& parts) {
-  if (parts.empty()) return ValueId{};
-  std::sort(parts.begin(), parts.end(), [](const Part& x, const Part& y) {
-    return x.consumer != y.consumer ? x.consumer < y.consumer : x.index < y.index;
-  });
-  ValueId sum = parts.front().grad;
+// A value's gradient as its contributions arrive: each is added to the running sum as soon as its rule has run,
+// so at most the sum and the newest contributions are live, however many readers the value has (a backbone's
+// output read by five heads, ASPP's: summing at the end kept all five gradients live at once).
+struct Accumulator {
+  ValueId sum;      // the sum of the contributions so far (invalid: none yet)
+  int received = 0; // contributions summed into `sum`
+};
+
+// Adds `part`, the contribution of input `index` of node `n`, to the running sum of `v`'s gradient; the sum
+// of the last of its `total` contributions is named "<v>.grad", the partial sums "<v>.grad.acc".
+void accumulate(Builder& b, ValueId v, int total, Accumulator& acc, ValueId part) {
+  ++acc.received;
+  if (!acc.sum.valid()) {
+    acc.sum = part;
+    return;
+  }
   const std::string name = grad_name(b.graph(), v);
-  for (size_t k = 1; k < parts.size(); ++k)
-    sum = b.op(Op::add, {sum, parts[k].grad}, {}, k + 1 == parts.size() ? name : name + ".acc");
-  return sum;
+  acc.sum = b.op(Op::add, {acc.sum, part}, {}, acc.received == total ? name : name + ".acc");
 }
 
 // Runs node `n`'s gradient rule and records the contributions it hands back.
 Result<void> run_rule(Builder& b, NodeId n, const Plan& p, const std::vector<ValueId>& grads,
-                      std::vector<std::vector<Part>>& parts) {
+                      std::vector<Accumulator>& sums) {
   Graph& g = b.graph();
   const Node& node = g.node(n);  // copied out below: rules add nodes, which may move the node storage
   GradContext ctx{.b = b, .node = n, .op = node.op, .attrs = node.attrs, .inputs = node.inputs,
@@ -128,7 +128,8 @@ Result<void> run_rule(Builder& b, NodeId n, const Plan& p, const std::vector<Val
     if (g.value(gi).type != ctx.input_types[i])
       return fail_at(where, "internal: the rule's gradient for input {} is {}, the input is {}", i,
                      to_string(g.value(gi).type), to_string(ctx.input_types[i]));
-    parts[ctx.inputs[i].v].push_back(Part{n, i, gi});
+    accumulate(b, ctx.inputs[i], p.contributions[ctx.inputs[i].v], sums[ctx.inputs[i].v], gi);
+    if (!b.ok()) return wrap(where, *b.error());
   }
   return {};
 }
@@ -193,7 +194,7 @@ Result<std::vector<ValueId>> append_gradients(Graph& g, std::span<const ValueId>
   Plan p = LMS_TRY(plan_sweeps(g, loss, wrt, order));
 
   std::vector<ValueId> grads(g.num_values());  // final gradients, indexed by the forward's value ids
-  std::vector<std::vector<Part>> parts(g.num_values());
+  std::vector<Accumulator> sums(g.num_values());
   Builder b(g);
   b.set_category(Category::bwd);
   if (p.depends[loss.v]) {
@@ -202,10 +203,9 @@ Result<std::vector<ValueId>> append_gradients(Graph& g, std::span<const ValueId>
     grads[loss.v] = seed.front();
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    for (ValueId out : std::vector<ValueId>(g.node(*it).outputs))
-      if (out != loss) grads[out.v] = accumulate(b, out, parts[out.v]);
-    if (!b.ok()) return std::unexpected(*b.error());
-    if (p.differentiate[it->v]) LMS_TRY_VOID(run_rule(b, *it, p, grads, parts));
+    for (ValueId out : g.node(*it).outputs)
+      if (out != loss) grads[out.v] = sums[out.v].sum;
+    if (p.differentiate[it->v]) LMS_TRY_VOID(run_rule(b, *it, p, grads, sums));
   }
   std::vector<ValueId> result;
   for (ValueId v : wrt) result.push_back(grads[v.v]);
