@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -342,11 +343,27 @@ TEST(PlanCommand, AutoReportsItsChoicesAndPlotsThreePlans) {
   size_t curves = 0;
   for (size_t i = svg.find("<polyline"); i != std::string::npos; i = svg.find("<polyline", i + 1)) ++curves;
   EXPECT_EQ(curves, 3u) << "none, tflms and auto";
-  // The text report names what it took and the costliest choices.
-  auto text = run_lms(std::string("plan ") + kGpt + " --strategy auto --budget " + budget + " --device-model v100-pcie3");
+  // The text report names what it took and the costliest choices; --verbose lists every round of auto's search
+  // on stderr: the schedule and greedy it started from, the estimate's target, the exact plan's peak.
+  auto text = run_lms(std::string("plan ") + kGpt + " --strategy auto --budget " + budget +
+                      " --device-model v100-pcie3 --verbose");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("auto            took "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("costliest"), std::string::npos) << text.out;
+  const std::regex round(R"(  auto (graph|level) order (both|cascade|segment|swap-only|recompute-only|strict))"
+                         R"(( \+\d+ pinned)? +round \d+: target [0-9.]+ [KMG]?i?B, )"
+                         R"(estimate [0-9.]+ [KMG]?i?B( \(stuck\))?, planned [0-9.]+ [KMG]?i?B: )"
+                         R"((fits, [0-9.e-]+ s|too big) \(\d+ swapped, \d+ recomputed\))");
+  int rounds = 0, fitting = 0;
+  std::istringstream err(text.err);
+  for (std::string line; std::getline(err, line);) {
+    if (!line.starts_with("  auto ")) continue;
+    EXPECT_TRUE(std::regex_match(line, round)) << line;
+    ++rounds;
+    fitting += line.find(": fits, ") != std::string::npos;
+  }
+  EXPECT_GT(rounds, 0) << text.err;
+  EXPECT_GT(fitting, 0) << "the plan it took came from a round that fits\n" << text.err;
 }
 
 TEST(PlanCommand, TraceOfThePredictedStep) {

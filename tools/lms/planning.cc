@@ -77,7 +77,8 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
   std::unique_ptr<Backend> backend;
   StrategyOptions opts = LMS_TRY(planning_options(a, backend));
   StrategyOptions quiet = opts;
-  quiet.on_trial = nullptr;  // --verbose shows the search at the answer only
+  quiet.on_trial = nullptr;  // --verbose shows the searches at the answer only
+  quiet.on_auto_round = nullptr;
   quiet.fits_only = true;    // a probe asks whether a size fits; the answer is planned in full below
   Capacity c;
   int64_t skipped = 0;  // sizes below the smallest the model takes at all (the search's k = 1 is size skipped + 1)

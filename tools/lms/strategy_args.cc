@@ -32,7 +32,7 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
                 "cuda: run f32 convolutions and matmuls on TF32 tensor cores (faster, not bit-comparable with the "
                 "reference) and predict with the device model's TF32 rate");
   add_backend_options(app, a.backend);
-  app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, and every size maxbatch/maxres probes (on stderr)");
+  app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, every round of auto's search, and every size maxbatch/maxres probes (on stderr)");
 }
 
 Result<TflmsParams> parse_tflms_params(const std::string& text) {
@@ -75,7 +75,7 @@ Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_
     if (o.strategy != Strategy::tflms) return fail("--tflms-params needs --strategy tflms");
     o.tflms_fixed = LMS_TRY(parse_tflms_params(a.tflms_params));
   }
-  if (a.verbose) o.on_trial = print_trial;
+  if (a.verbose) o.on_trial = print_trial, o.on_auto_round = print_auto_round;
   if (!a.device_model.empty()) {
     auto m = device_model(a.device_model);
     if (!m) return wrap("--device-model", m.error());
@@ -160,6 +160,15 @@ void print_trial(const TflmsTrial& t) {
   fmt::print(stderr, "  try {:<8} {:<40} {:<9} simulated peak {}, {} tensors swapped\n", tflms_stage_name(t.stage),
              describe_tflms(t.params), t.fits ? "fits" : "too big", format_size(t.peak_device_bytes),
              t.swapped_tensors);
+}
+
+void print_auto_round(std::string_view schedule, const AutoRound& r) {
+  const std::string greedy = r.pinned > 0 ? fmt::format("{} +{} pinned", r.greedy, r.pinned) : std::string(r.greedy);
+  const std::string result =
+      r.fits ? fmt::format("fits, {:.4g} s", r.step_seconds) : std::string("too big");
+  fmt::print(stderr, "  auto {:<11} {:<17} round {}: target {}, estimate {}{}, planned {}: {} ({} swapped, {} "
+             "recomputed)\n", schedule, greedy, r.round, format_size(r.target_bytes), format_size(r.estimate_bytes),
+             r.reached ? "" : " (stuck)", format_size(r.planned_bytes), result, r.swaps, r.recomputations);
 }
 
 }  // namespace lms::cli

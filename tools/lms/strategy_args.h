@@ -73,5 +73,7 @@ std::string describe_tflms(const TflmsParams& p);
 nlohmann::ordered_json tflms_json(const TflmsParams& p);
 // One line per search trial, for --verbose (on stderr, so --json stays one object on stdout).
 void print_trial(const TflmsTrial& t);
+// One line on stderr per round of auto's search (--verbose).
+void print_auto_round(std::string_view schedule, const AutoRound& r);
 
 }  // namespace lms::cli

@@ -226,11 +226,16 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   };
   // Two schedules to start from: the graph's own order and TFLMS's level order, which keeps fewer gradients
   // live at once on deep CNNs at large batch; the faster plan that fits (ties: the graph's order).
+  auto report_from = [&](std::string_view schedule) {
+    if (opts.on_auto_round) ao.on_round = [&, schedule](const AutoRound& r) { opts.on_auto_round(schedule, r); };
+  };
+  report_from("graph order");
   AutoResult own = LMS_TRY(plan_auto(scheduled, workspaces, exact, ao));
   if (!(opts.fits_only && own.fits)) {
     Graph levelled = LMS_TRY(tflms_schedule(scheduled));
     std::vector<int64_t> ws;
     if (opts.workspace_bytes) ws = LMS_TRY(opts.workspace_bytes(levelled));
+    report_from("level order");
     AutoResult other = LMS_TRY(plan_auto(levelled, ws, exact, ao));
     if (other.fits && (!own.fits || other.sim.step_seconds < own.sim.step_seconds)) {
       other.rounds += own.rounds;

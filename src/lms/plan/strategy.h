@@ -58,6 +58,9 @@ struct StrategyOptions {
   MeasuredTimes measured = {};                   // measured node times (lms profile) overriding the roofline
   bool fits_only = false;  // auto: whether it fits is all that is asked (capacity probes): the first plan that
                            // fits is returned, not the fastest (the same answer to "does it fit", far sooner)
+  // auto: every greedy round's exact plan (--verbose), with the schedule it started from ("graph order" or
+  // "level order"); empty: none
+  std::function<void(std::string_view schedule, const AutoRound&)> on_auto_round = {};
 };
 
 struct Plan {

@@ -101,6 +101,18 @@ using autoplan::timeline;
 // `both_segment` is `both_cascade` with each candidate that has a segment recomputed by it (Note [Auto segments]).
 enum class Mix : uint8_t { both, swap_only, recompute_only, both_strict, both_cascade, both_segment };
 
+std::string_view mix_name(Mix m) {
+  switch (m) {
+    case Mix::both: return "both";
+    case Mix::swap_only: return "swap-only";
+    case Mix::recompute_only: return "recompute-only";
+    case Mix::both_strict: return "strict";
+    case Mix::both_cascade: return "cascade";
+    case Mix::both_segment: return "segment";
+  }
+  return "?";
+}
+
 struct Greedy {
   Greedy(const Graph& g, const Timeline& tl, const AutoOptions& o, std::vector<Candidate>& cands,
          std::vector<int64_t> live, Mix mix)
@@ -583,6 +595,15 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
       if (!kept) cands = held, greedy.live = held_live;
     }
     r.rounds = round;
+    const auto swaps = std::count_if(r.choices.begin(), r.choices.end(),
+                                     [](const AutoChoice& c) { return c.kind == AutoChoice::Kind::swap; });
+    if (o.on_round)
+      o.on_round(AutoRound{.greedy = mix_name(mix), .pinned = static_cast<int>(pinned.size()), .round = round,
+                           .target_bytes = target,
+                           .estimate_bytes = *std::max_element(greedy.live.begin(), greedy.live.end()),
+                           .reached = reached, .planned_bytes = r.memory.device_arena_bytes, .fits = r.fits,
+                           .step_seconds = r.sim.step_seconds, .swaps = static_cast<int>(swaps),
+                           .recomputations = static_cast<int>(std::ssize(r.choices) - swaps)});
     if (r.fits) {
       if (chosen) *chosen = std::move(cands);
       return r;
@@ -597,8 +618,6 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
       return r;
     }
     Error why = does_not_fit(r.graph, r.memory, o.budget_bytes);
-    const auto swaps = std::count_if(r.choices.begin(), r.choices.end(),
-                                     [](const AutoChoice& c) { return c.kind == AutoChoice::Kind::swap; });
     why.where = fmt::format("auto ({} swapped, {} recomputed; estimated peak target {}; round {})", swaps,
                             std::ssize(r.choices) - swaps, format_size(target), round);
     r.why = std::move(why);

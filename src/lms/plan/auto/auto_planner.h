@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lms/ir/graph.h"
@@ -26,6 +27,22 @@
 #include "lms/support/size.h"
 
 namespace lms {
+
+// One round of one greedy of the search (Note [Auto portfolio]): what the estimate aimed at and reached, and what
+// the exact plan of its choices came to. For progress output: why a model does or does not fit.
+struct AutoRound {
+  std::string_view greedy;      // its moves: both, cascade, segment, swap-only, recompute-only, strict
+  int pinned = 0;               // swaps it recomputes before it starts (Note [Auto refinement]); 0: none
+  int round = 0;                // its retry, from 1; each lowers the target by the last exact plan's excess
+  int64_t target_bytes = 0;     // the estimate's target
+  int64_t estimate_bytes = 0;   // the estimate's peak when the greedy stopped
+  bool reached = false;         // the estimate got down to the target (else nothing it may move frees bytes at
+                                // the estimate's peak)
+  int64_t planned_bytes = 0;    // the exact plan's peak
+  bool fits = false;            // the exact plan fits the budgets
+  double step_seconds = 0;      // its predicted step (when it fits)
+  int swaps = 0, recomputations = 0;  // its choices
+};
 
 struct AutoOptions {
   DeviceModel device;               // op times (roofline) and copy times (link rates, latency)
@@ -49,6 +66,8 @@ struct AutoOptions {
                                     // one's simulation, while they make it faster
   bool fits_only = false;           // stop at the first plan that fits: no more mixes, no refinement, no
                                     // prefetch advance (capacity probes ask whether it fits, not how fast)
+  std::function<void(const AutoRound&)> on_round = {};  // after each greedy round's exact plan, in order
+                                                       // (progress output; --verbose); empty: none
 };
 
 // One decision of the plan, for reports.
