@@ -60,6 +60,12 @@ TEST(ReferenceOps, Activations) {
   EXPECT_TRUE(near(run1(Op::reciprocal, {f32({3}, {4, -0.5, 1})}), {0.25, -2, 1}, 0));
   EXPECT_TRUE(near(run1(Op::sqrt_grad, {f32({2}, {1, 3}), f32({2}, {2, 0.5})}), {0.25, 3}, 0));
   EXPECT_TRUE(near(run1(Op::reciprocal_grad, {f32({2}, {1, 3}), f32({2}, {2, 0.5})}), {-4, -0.75}, 0));
+  // exp and log, and log's gradient from its input: dy/x.
+  EXPECT_TRUE(near(run1(Op::exp, {f32({3}, {0, 1, -1})}), {1, 2.7182817f, 0.36787945f}, 0));
+  EXPECT_TRUE(near(run1(Op::log, {f32({3}, {1, 2.7182817f, 0.25})}), {0, 1, -1.3862944f}, 1e-7));
+  EXPECT_TRUE(std::isnan(run1(Op::log, {f32({1}, {-1})}).get(0)));
+  EXPECT_TRUE(std::isinf(run1(Op::log, {f32({1}, {0})}).get(0)));
+  EXPECT_TRUE(near(run1(Op::log_grad, {f32({2}, {1, 3}), f32({2}, {2, 0.5})}), {0.5, 6}, 0));
   // Saturation: no overflow to NaN at large |x|.
   EXPECT_TRUE(near(run1(Op::sigmoid, {f32({2}, {-1000, 1000})}), {0, 1}, 0));
   // The tanh gelu against PyTorch 1.13's F.gelu(x, approximate='tanh') in double, at 0, 1, -1 and 3.

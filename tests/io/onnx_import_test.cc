@@ -221,6 +221,14 @@ TEST(OnnxImport, RefusalsNameTheNode) {
          m.nodes[3].inputs[0] = "d";
          m.nodes.push_back(node("Relu", {"mask"}, {"unused"}));
        }, "the mask output is read"},
+      {"log_softmax inside", [](OnnxModel& m) {
+         m.nodes.insert(m.nodes.begin() + 2, node("LogSoftmax", {"r"}, {"l"}, {int_attr("axis", 1)}));
+         m.nodes[3].inputs[0] = "l";
+       }, "node 'LogSoftmax_l' (LogSoftmax): LogSoftmax is imported only as the model's output"},
+      {"log_softmax over the wrong axis", [](OnnxModel& m) {
+         m.nodes.back().outputs[0] = "flat";
+         m.nodes.push_back(node("LogSoftmax", {"flat"}, {"y"}, {int_attr("axis", 0)}));
+       }, "LogSoftmax over axis 0 of rank 2: the loss's classes are axis 1"},
   };
   for (const Case& c : cases) {
     OnnxModel m = conv_model();

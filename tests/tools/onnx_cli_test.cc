@@ -81,7 +81,8 @@ TEST(OnnxCommand, SwappingImportedModelsIsBitExact) {
                {"onnx_llama.onnx", "2", "95KiB", " --frozen '*_cached'"},
                {"onnx_upsample.onnx", "4", "75KiB", ""},
                {"onnx_nnunet.onnx", "4", "55KiB", ""},
-               {"onnx_einsum.onnx", "8", "14KiB", ""}};
+               {"onnx_einsum.onnx", "8", "14KiB", ""},
+               {"onnx_explog.onnx", "64", "30KiB", ""}};
   for (const auto& c : cases) {
     auto train = [&](const std::string& strategy, const std::string& budget) {
       CmdResult r = lms("train " + fixtures + c.file + " --device reference --steps 2 --batch " + c.batch +

@@ -282,6 +282,10 @@ TEST(TorchOnnxFixtureTest, InstanceGroupNormAndLeakyReluImportMatchesPyTorch) {
 }
 // Attention written with torch.einsum: batch, contracted, free and summed letters, implicit output.
 TEST(TorchOnnxFixtureTest, EinsumImportMatchesPyTorch) { compare_onnx_with_torch("onnx_einsum", 4); }
+// Exp and Log in the data path (a learned exp scale, softplus written out) and log_softmax as the output: the
+// cross-entropy LMS appends reads its input (the fixture's loss is cross_entropy of the log-probabilities, which
+// is NLLLoss of them).
+TEST(TorchOnnxFixtureTest, ExpLogAndLogSoftmaxOutputImportMatchesPyTorch) { compare_onnx_with_torch("onnx_explog", 4); }
 // A LLaMA decoder: RMSNorm, rotary embeddings from cos/sin buffers (frozen: without that they would be trained
 // as parameters, which the fixture, holding PyTorch's parameters only, would catch), SwiGLU, causal attention.
 TEST(TorchOnnxFixtureTest, LlamaWithRotaryBuffersImportMatchesPyTorch) {

@@ -33,9 +33,14 @@ IntList swap_last_two(int rank) {
 
 namespace {
 // dx = `grad`(dy, y) for a unary op whose derivative is a function of its output: relu (y > 0), sigmoid
-// (y(1-y)), tanh (1-y^2), sqrt (1/(2y)) and reciprocal (-y^2).
+// (y(1-y)), tanh (1-y^2), sqrt (1/(2y)), reciprocal (-y^2) and exp (y: a plain `mul`, no op of its own).
 Result<void> grad_from_output(GradContext& c, Op grad) {
   if (c.needs(0)) c.set_grad(0, c.emit(grad, {c.dy(), c.outputs[0]}, {}, c.name(0)));
+  return {};
+}
+// dx = `grad`(dy, x) for a unary op whose gradient op reads its input.
+Result<void> grad_from_input(GradContext& c, Op grad) {
+  if (c.needs(0)) c.set_grad(0, c.emit(grad, {c.dy(), c.inputs[0]}, {}, c.name(0)));
   return {};
 }
 }  // namespace
@@ -52,20 +57,16 @@ Result<void> grad_gelu(GradContext& c) {
 }
 
 // silu_grad reads x: the forward keeps nothing but its input (x * sigmoid(x) written out keeps sigmoid(x) too).
-Result<void> grad_silu(GradContext& c) {
-  if (c.needs(0)) c.set_grad(0, c.emit(Op::silu_grad, {c.dy(), c.inputs[0]}, {}, c.name(0)));
-  return {};
-}
-
-Result<void> grad_hardswish(GradContext& c) {
-  if (c.needs(0)) c.set_grad(0, c.emit(Op::hardswish_grad, {c.dy(), c.inputs[0]}, {}, c.name(0)));
-  return {};
-}
+Result<void> grad_silu(GradContext& c) { return grad_from_input(c, Op::silu_grad); }
+Result<void> grad_hardswish(GradContext& c) { return grad_from_input(c, Op::hardswish_grad); }
 
 Result<void> grad_sigmoid(GradContext& c) { return grad_from_output(c, Op::sigmoid_grad); }
 Result<void> grad_tanh(GradContext& c) { return grad_from_output(c, Op::tanh_grad); }
 Result<void> grad_sqrt(GradContext& c) { return grad_from_output(c, Op::sqrt_grad); }
 Result<void> grad_reciprocal(GradContext& c) { return grad_from_output(c, Op::reciprocal_grad); }
+Result<void> grad_exp(GradContext& c) { return grad_from_output(c, Op::mul); }
+// log_grad reads x: dy / x, divided as PyTorch does (dy * reciprocal(x) would round twice).
+Result<void> grad_log(GradContext& c) { return grad_from_input(c, Op::log_grad); }
 
 // clamp_grad reads x (y cannot tell a clamped element from one exactly at a bound) with the forward's bounds.
 Result<void> grad_clamp(GradContext& c) {

@@ -72,6 +72,8 @@ Result<void> Importer::unary(const OnnxNode& n) {
                 : t == "Tanh"       ? Op::tanh
                 : t == "Sqrt"       ? Op::sqrt
                 : t == "Reciprocal" ? Op::reciprocal
+                : t == "Exp"        ? Op::exp
+                : t == "Log"        ? Op::log
                                     : Op::relu;
   Attributes a;
   if (op == Op::gelu) {
@@ -363,6 +365,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"Dropout", &Importer::identity},
       {"Einsum", &Importer::einsum},
       {"Equal", &Importer::fold},
+      {"Exp", &Importer::unary},
       {"Expand", &Importer::expand},
       {"Flatten", &Importer::reshape_like},
       {"Gather", &Importer::gather},
@@ -375,6 +378,8 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"InstanceNormalization", &Importer::instance_norm},
       {"LayerNormalization", &Importer::layer_norm},
       {"LeakyRelu", &Importer::leaky_relu},
+      {"Log", &Importer::unary},
+      {"LogSoftmax", &Importer::log_softmax},
       {"MatMul", &Importer::matmul},
       {"MaxPool", &Importer::pool},
       {"Mod", &Importer::fold},
@@ -443,6 +448,7 @@ Result<ValueId> Importer::data_input() {
   }
   if (product(shape, 0, shape.size()) < 0) return fail_at(where, "shape {} is too large", to_string(shape));
   ValueId x = b_.input(TensorType{*dt, shape}, "x");
+  data_dtype_ = *dt;
   tensors_[in.name] = Tensor{x, shape};
   return x;
 }
@@ -487,7 +493,7 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
                   floats.size() > 8 ? fmt::format(", ... {} in all", floats.size()) : "");
     }
   }
-  ValueId x = LMS_TRY(data_input());
+  LMS_TRY(data_input());
   const std::vector<OnnxNode> nodes = fuse_silu(fuse_layer_norm(fuse_gelu(model_.nodes, model_), model_), model_);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const OnnxNode& n = nodes[i];
@@ -524,7 +530,7 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
   OnnxNode out;  // reads the model's output like a node would
   out.inputs = out.outputs = {model_.outputs[0].name};
   const Shape logits = LMS_TRY(tensor(out, 0)).shape;
-  const bool classes_last = opts_.classes_last.value_or(!is_float(b_.type(x).dtype)) && logits.size() > 2;
+  const bool classes_last = this->classes_last(logits.size());
   if (opts_.add_loss && classes_last) {  // [B, T, V] logits: one row of V per token, as [B*T, V]
     const int64_t rows = product(logits, 0, logits.size() - 1);
     LMS_TRY_VOID(define_view(out, LMS_TRY(tensor(out, 0)).value, {rows, logits.back()}));

@@ -1,7 +1,7 @@
 // The importer's handlers for what transformers need (see onnx_importer.h): Slice and Split as `slice`, causal
 // attention masks (Where, or Add of a constant) carried to the Softmax that reads them (other constant masks
-// become an `add` of the constant), and Equal/Not/Range/Mod/ScatterND
-// folded on constants.
+// become an `add` of the constant), LogSoftmax at the model's output (the loss reads its input), and
+// Equal/Not/Range/Mod/ScatterND folded on constants.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -198,6 +198,23 @@ Result<void> Importer::softmax(const OnnxNode& n) {
   if (causal && axis != r - 1)
     return fail("a causally masked Softmax over axis {} of rank {} (not the last)", axis, r);
   return define(n, b_.op(Op::softmax, {x}, attrs({{"axis", axis}, {"causal", causal}}), out_name(n)));
+}
+
+Result<void> Importer::log_softmax(const OnnxNode& n) {
+  const std::string& out = n.outputs[0];
+  const bool read = std::ranges::any_of(
+      model_.nodes, [&](const OnnxNode& m) { return std::ranges::find(m.inputs, out) != m.inputs.end(); });
+  if (!opts_.add_loss || model_.outputs.size() != 1 || model_.outputs[0].name != out || read)
+    return fail("LogSoftmax is imported only as the model's output, read by the cross-entropy loss LMS appends (which "
+                "takes the log-softmax itself)");
+  ValueId x = LMS_TRY(data(n, 0));
+  const int64_t r = static_cast<int64_t>(shape_of(x).size());
+  int64_t axis = int_attr(n, "axis", model_.opset >= 13 ? -1 : 1);
+  if (axis < 0) axis += r;
+  const int64_t classes = classes_last(static_cast<size_t>(r)) || r < 2 ? r - 1 : 1;
+  if (axis != classes || (model_.opset < 13 && axis != r - 1))
+    return fail("LogSoftmax over axis {} of rank {}: the loss's classes are axis {}", axis, r, classes);
+  return define(n, x);
 }
 
 namespace {

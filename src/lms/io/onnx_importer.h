@@ -287,6 +287,9 @@ class Importer {
   Result<void> transpose(const OnnxNode& n);
   Result<void> concat(const OnnxNode& n);
   Result<void> softmax(const OnnxNode& n);
+  // LogSoftmax as the model's output over the loss's class axis: its input (cross_entropy takes the log-softmax
+  // itself, and log_softmax(log_softmax(z)) = log_softmax(z)); refused anywhere else.
+  Result<void> log_softmax(const OnnxNode& n);
   // Einsum of one or two operands: transposes, reshapes, reduce_sum and one matmul.
   Result<void> einsum(const OnnxNode& n);
   Result<void> layer_norm(const OnnxNode& n);
@@ -307,6 +310,11 @@ class Importer {
   Result<void> cast(const OnnxNode& n);
 
   Result<ValueId> data_input();
+  // Whether logits of `rank` have their classes on the last axis (token ids in: a language model's [B, T, vocab])
+  // rather than axis 1 (OnnxImportOptions::classes_last overrides); known once data_input() has run.
+  bool classes_last(size_t rank) const {
+    return opts_.classes_last.value_or(!is_float(data_dtype_)) && rank > 2;
+  }
 
   const OnnxModel& model_;
   const OnnxImportOptions& opts_;
@@ -323,6 +331,7 @@ class Importer {
   std::optional<std::string> needs_computing_;
   std::map<std::string, HostTensor> weights_;
   std::optional<std::string> attr_error_;
+  DType data_dtype_ = DType::f32;  // the data input's (data_input())
 };
 
 }  // namespace lms::onnx_import_detail

@@ -1,7 +1,7 @@
 // Elementwise ops: relu, gelu (exact or tanh-approximated), silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal,
-// dropout, add and mul (with NumPy broadcasting), scale by a constant, bias_add along an axis. All are recomputable:
-// cheap, pure, and their inputs are usually small to keep. Dropout is pure too: its mask is a function of its key
-// input, a state value the training graph advances once per step (ops/dropout_mask.h).
+// exp, log, dropout, add and mul (with NumPy broadcasting), scale by a constant, bias_add along an axis. All are
+// recomputable: cheap, pure, and their inputs are usually small to keep. Dropout is pure too: its mask is a function of
+// its key input, a state value the training graph advances once per step (ops/dropout_mask.h).
 #include <algorithm>
 
 #include "lms/autodiff/rules.h"
@@ -74,6 +74,7 @@ constexpr double kSiluFlopsPerElement = 5;  // sigmoid's and a multiply
 constexpr double kHardswishFlopsPerElement = 4;  // an add, a clamp, a multiply and a divide
 constexpr double kTanhFlopsPerElement = 6;
 constexpr double kDivideFlopsPerElement = 4;  // sqrt and reciprocal: a divide's worth
+constexpr double kExpFlopsPerElement = 4;     // exp and log: as sigmoid's exp
 template <double FlopsPerElement>
 Cost cost(const OpCall& c, std::span<const TensorType> o) {
   return elementwise_cost(c, o, FlopsPerElement);
@@ -109,6 +110,10 @@ void define_elementwise_ops(OpTable& t) {
   elementwise(t.define(Op::tanh), {"x"}, unary, cost<kTanhFlopsPerElement>, autodiff::grad_tanh, "tanh(x)");
   elementwise(t.define(Op::sqrt), {"x"}, unary, cost<kDivideFlopsPerElement>, autodiff::grad_sqrt,
               "sqrt(x); NaN for x < 0");
+  elementwise(t.define(Op::exp), {"x"}, unary, cost<kExpFlopsPerElement>, autodiff::grad_exp,
+              "e^x; +inf above ~88.7 in f32");
+  elementwise(t.define(Op::log), {"x"}, unary, cost<kExpFlopsPerElement>, autodiff::grad_log,
+              "the natural logarithm of x; -inf at 0, NaN for x < 0");
   elementwise(t.define(Op::reciprocal), {"x"}, unary, cost<kDivideFlopsPerElement>, autodiff::grad_reciprocal,
               "1 / x");
   {

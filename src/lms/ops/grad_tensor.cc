@@ -1,8 +1,8 @@
-// The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, silu_grad,
-// hardswish_grad, sigmoid_grad, tanh_grad, clamp_grad, sqrt_grad, reciprocal_grad, softmax_grad, embedding_grad,
+// The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, silu_grad, hardswish_grad,
+// sigmoid_grad, tanh_grad, clamp_grad, sqrt_grad, reciprocal_grad, log_grad, softmax_grad, embedding_grad,
 // cross_entropy_grad, broadcast_to and sum_to (broadcasting and its inverse), slice_grad, and batch norm's
-// running-statistics update bn_running_update (in place on two `state` values, the only gradient-family op that is
-// not recomputable). Semantics follow PyTorch's autograd (docs/autodiff.md, "Gradient ops"). Structural gradients
+// running-statistics update bn_running_update (in place on two `state` values, the only gradient-family op that is not
+// recomputable). Semantics follow PyTorch's autograd (docs/autodiff.md, "Gradient ops"). Structural gradients
 // (convolution, normalization, pooling) are in grad.cc.
 #include <algorithm>
 
@@ -24,7 +24,7 @@ constexpr double kSiluGradFlopsPerElement = 8;
 // hardswish_grad: two compares and dy * (x / 3 + 1/2).
 constexpr double kHardswishGradFlopsPerElement = 4;
 // sigmoid_grad dy*y*(1-y), tanh_grad dy*(1-y*y), sqrt_grad dy/(2y), reciprocal_grad -dy*y*y: about three
-// flops from the forward's output.
+// flops from the forward's output (log_grad's dy/x from its input, the same).
 constexpr double kFromOutputGradFlopsPerElement = 3;
 // softmax_grad: dy*y, its row sum, the subtraction and the final multiply.
 constexpr double kSoftmaxGradFlopsPerElement = 4;
@@ -232,6 +232,11 @@ void define_grad_tensor_ops(OpTable& t) {
   }
   {
     OpDef& d = grad_op(t.define(Op::reciprocal_grad), {"dy", "y"}, "gradient of 1/x from its output: -dy * y * y");
+    d.shape = same_type_pair;
+    d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
+  }
+  {
+    OpDef& d = grad_op(t.define(Op::log_grad), {"dy", "x"}, "gradient of log from its input: dy / x");
     d.shape = same_type_pair;
     d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
   }

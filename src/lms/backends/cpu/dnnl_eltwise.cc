@@ -1,8 +1,8 @@
 // oneDNN elementwise ops for the cpu backend (dnnl_util.h): relu, gelu (eltwise_gelu_erf, or eltwise_gelu_tanh
-// for approximate = "tanh"), silu (eltwise_swish, alpha 1), sigmoid (eltwise_logistic), tanh, sqrt and clamp
-// (eltwise_clip_v2: gradient only strictly inside the bounds), and their gradients (relu_grad, sigmoid_grad,
+// for approximate = "tanh"), silu (eltwise_swish, alpha 1), sigmoid (eltwise_logistic), tanh, sqrt, exp, log and
+// clamp (eltwise_clip_v2: gradient only strictly inside the bounds), and their gradients (relu_grad, sigmoid_grad,
 // tanh_grad and sqrt_grad read y: the use_dst_for_bwd algorithms, so relu_grad is dy where y > 0; gelu_grad,
-// silu_grad and clamp_grad read x),
+// silu_grad, log_grad and clamp_grad read x; exp's gradient is a mul),
 // add and mul with NumPy broadcasting and bias_add (binary, the broadcast operand as src1 with size-1
 // dimensions), softmax and softmax_grad along any axis, and causal softmax as an own loop (oneDNN has no masked
 // softmax). Unary ops see their tensors as one flat f32 vector.
@@ -183,6 +183,8 @@ Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call) {
     case Op::sigmoid: return eltwise_forward(ctx, call, algorithm::eltwise_logistic);
     case Op::tanh: return eltwise_forward(ctx, call, algorithm::eltwise_tanh);
     case Op::sqrt: return eltwise_forward(ctx, call, algorithm::eltwise_sqrt);
+    case Op::exp: return eltwise_forward(ctx, call, algorithm::eltwise_exp);
+    case Op::log: return eltwise_forward(ctx, call, algorithm::eltwise_log);
     case Op::clamp: return eltwise_forward(ctx, call, algorithm::eltwise_clip_v2, bound(call, "min"), bound(call, "max"));
     case Op::relu_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
@@ -202,6 +204,9 @@ Result<KernelPtr> build_eltwise(DnnlContext& ctx, const KernelCall& call) {
     case Op::sqrt_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
       return eltwise_backward(ctx, call, algorithm::eltwise_sqrt_use_dst_for_bwd, DNNL_ARG_DST);
+    case Op::log_grad:
+      if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
+      return eltwise_backward(ctx, call, algorithm::eltwise_log, DNNL_ARG_SRC);
     case Op::clamp_grad:
       if (!two || in_shape(call, 1) != out_shape(call, 0)) return KernelPtr();
       return eltwise_backward(ctx, call, algorithm::eltwise_clip_v2, DNNL_ARG_SRC, bound(call, "min"),

@@ -202,6 +202,8 @@ Result<KernelPtr> (*builder_of(Op op))(DnnlContext&, const KernelCall&) {
     case Op::tanh:
     case Op::clamp:
     case Op::sqrt:
+    case Op::exp:
+    case Op::log:
     case Op::relu_grad:
     case Op::gelu_grad:
     case Op::silu_grad:
@@ -209,6 +211,7 @@ Result<KernelPtr> (*builder_of(Op op))(DnnlContext&, const KernelCall&) {
     case Op::tanh_grad:
     case Op::clamp_grad:
     case Op::sqrt_grad:
+    case Op::log_grad:
     case Op::add:
     case Op::mul:
     case Op::bias_add:

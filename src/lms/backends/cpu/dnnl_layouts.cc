@@ -4,7 +4,7 @@
 // its activations in and its result out, inside the node. Here a value is blocked when its producer writes a
 // blocked layout anyway and it is an ordinary activation:
 //   - a conv2d/conv3d output (dst) or conv_backward_data output (diff_src): the layout oneDNN picks for it;
-//   - the output of a batch_norm, batch_norm_grad, relu, gelu, silu, sigmoid, tanh, clamp, sqrt, their
+//   - the output of a batch_norm, batch_norm_grad, relu, gelu, silu, sigmoid, tanh, clamp, sqrt, exp, log, their
 //     grads, and add/mul whose
 //     inputs all have the output's shape, and the copies swap_out and swap_in: the layout of its first
 //     same-shape input that is blocked (these ops work element by element, or per channel in oneDNN's batch
@@ -47,6 +47,8 @@ bool follows_output(const KernelCall& call) {
     case Op::tanh:
     case Op::clamp:
     case Op::sqrt:
+    case Op::exp:
+    case Op::log:
     case Op::relu_grad:
     case Op::gelu_grad:
     case Op::silu_grad:
@@ -54,6 +56,7 @@ bool follows_output(const KernelCall& call) {
     case Op::tanh_grad:
     case Op::clamp_grad:
     case Op::sqrt_grad:
+    case Op::log_grad:
     case Op::swap_out:
     case Op::swap_in: return true;
     case Op::add:

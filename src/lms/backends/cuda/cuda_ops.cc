@@ -616,6 +616,8 @@ bool is_own_op(Op op) {
     case Op::clamp:
     case Op::sqrt:
     case Op::reciprocal:
+    case Op::exp:
+    case Op::log:
     case Op::dropout:
     case Op::add:
     case Op::mul:
@@ -644,6 +646,7 @@ bool is_own_op(Op op) {
     case Op::clamp_grad:
     case Op::sqrt_grad:
     case Op::reciprocal_grad:
+    case Op::log_grad:
     case Op::layer_norm:
     case Op::layer_norm_grad:
     case Op::softmax_grad:
@@ -706,6 +709,8 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::tanh: return unary(a, l, UnaryKind::tanh);
       case Op::sqrt: return unary(a, l, UnaryKind::sqrt);
       case Op::reciprocal: return unary(a, l, UnaryKind::reciprocal);
+      case Op::exp: return unary(a, l, UnaryKind::exp);
+      case Op::log: return unary(a, l, UnaryKind::log);
       case Op::clamp: return unary(a, l, UnaryKind::clamp, clamp_bounds(a).first, clamp_bounds(a).second);
       case Op::scale: return unary(a, l, UnaryKind::scale, a.c.f("factor"));
       case Op::dropout: return dropout(a, l);
@@ -720,6 +725,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::tanh_grad: return activation_grad(a, l, GradKind::tanh);
       case Op::sqrt_grad: return activation_grad(a, l, GradKind::sqrt);
       case Op::reciprocal_grad: return activation_grad(a, l, GradKind::reciprocal);
+      case Op::log_grad: return activation_grad(a, l, GradKind::log);
       case Op::clamp_grad:
         return activation_grad(a, l, GradKind::clamp, clamp_bounds(a).first, clamp_bounds(a).second);
       case Op::global_avg_pool: return global_avg_pool(a, l);

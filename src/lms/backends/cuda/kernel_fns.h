@@ -121,7 +121,7 @@ struct Fill {
 };
 
 enum class UnaryKind : int32_t {
-  relu, gelu, gelu_tanh, silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal, scale
+  relu, gelu, gelu_tanh, silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal, exp, log, scale
 };
 // y[i] = f(x[i]); may run in place.
 template <class T>
@@ -144,6 +144,8 @@ struct Unary {
       case UnaryKind::clamp: r = v != v ? v : clamp(v, p0, p1); break;
       case UnaryKind::sqrt: r = sqrt(v); break;
       case UnaryKind::reciprocal: r = 1 / v; break;
+      case UnaryKind::exp: r = exp(v); break;
+      case UnaryKind::log: r = log(v); break;
       case UnaryKind::scale: r = v * p0; break;
     }
     y[i] = static_cast<T>(r);
@@ -171,9 +173,9 @@ struct KeyAdvance {
   LMS_HD void operator()(int64_t) const { *key_out = static_cast<int64_t>(static_cast<uint64_t>(*key) + 1); }
 };
 
-enum class GradKind : int32_t { relu, gelu, gelu_tanh, silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal };
+enum class GradKind : int32_t { relu, gelu, gelu_tanh, silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal, log };
 // dx[i] = dy[i] * f'(at[i]) for same-shaped operands (relu_grad, sigmoid_grad, tanh_grad, sqrt_grad and
-// reciprocal_grad read y; gelu_grad, silu_grad, hardswish_grad and clamp_grad read x).
+// reciprocal_grad read y; gelu_grad, silu_grad, hardswish_grad, clamp_grad and log_grad read x).
 template <class T>
 struct ActivationGrad {
   const T* dy;
@@ -199,6 +201,7 @@ struct ActivationGrad {
       case GradKind::clamp: r = lo < v && v < hi ? d : 0; break;
       case GradKind::sqrt: r = d / (2 * v); break;
       case GradKind::reciprocal: r = -d * v * v; break;
+      case GradKind::log: r = d / v; break;
     }
     dx[i] = static_cast<T>(r);
   }

@@ -1,10 +1,10 @@
 // Reference elementwise ops: relu, gelu (exact erf form or PyTorch's tanh approximation), silu, hardswish, sigmoid,
-// tanh, clamp, sqrt, reciprocal, dropout (the mask of ops/dropout_mask.h), add and mul (NumPy broadcasting), scale,
-// bias_add, and the activation gradients relu_grad (dy where y > 0), gelu_grad (dy * (Phi(x) + x*phi(x)), or the tanh
-// form's derivative), silu_grad (dy * s * (1 + x(1-s)), s = sigmoid(x)), hardswish_grad (PyTorch's: 0 below -3,
-// dy * (x/3 + 1/2) on [-3, 3], dy above), sigmoid_grad (dy*y*(1-y)), tanh_grad (dy*(1-y*y)), clamp_grad (dy where
-// min < x < max), sqrt_grad (dy/(2y)) and reciprocal_grad (-dy*y*y). Each element is computed in double from its
-// operands and rounded once. Unary ops may run in place.
+// tanh, clamp, sqrt, reciprocal, exp, log, dropout (the mask of ops/dropout_mask.h), add and mul (NumPy broadcasting),
+// scale, bias_add, and the activation gradients relu_grad (dy where y > 0), gelu_grad (dy * (Phi(x) + x*phi(x)), or the
+// tanh form's derivative), silu_grad (dy * s * (1 + x(1-s)), s = sigmoid(x)), hardswish_grad (PyTorch's: 0 below -3, dy
+// * (x/3 + 1/2) on [-3, 3], dy above), sigmoid_grad (dy*y*(1-y)), tanh_grad (dy*(1-y*y)), clamp_grad (dy where min < x
+// < max), sqrt_grad (dy/(2y)), reciprocal_grad (-dy*y*y) and log_grad (dy/x). Each element is computed in double from
+// its operands and rounded once. Unary ops may run in place.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -123,6 +123,14 @@ Result<void> reciprocal(const Args& a) {
   return unary(a, [](Acc x) { return 1 / x; });
 }
 
+Result<void> exp(const Args& a) {
+  return unary(a, [](Acc x) { return std::exp(x); });
+}
+
+Result<void> log(const Args& a) {
+  return unary(a, [](Acc x) { return std::log(x); });
+}
+
 Result<void> clamp(const Args& a) {
   const Acc lo = a.c.f("min"), hi = a.c.f("max");
   return unary(a, [lo, hi](Acc x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); });
@@ -204,6 +212,10 @@ Result<void> sqrt_grad(const Args& a) {
 
 Result<void> reciprocal_grad(const Args& a) {
   return pointwise2(a, [](Acc dy, Acc y) { return -dy * y * y; });
+}
+
+Result<void> log_grad(const Args& a) {
+  return pointwise2(a, [](Acc dy, Acc x) { return dy / x; });
 }
 
 Result<void> clamp_grad(const Args& a) {

@@ -30,6 +30,8 @@ Result<void> clamp(const Args& a);
 Result<void> dropout(const Args& a);
 Result<void> sqrt(const Args& a);
 Result<void> reciprocal(const Args& a);
+Result<void> exp(const Args& a);
+Result<void> log(const Args& a);
 Result<void> add(const Args& a);
 Result<void> mul(const Args& a);
 Result<void> scale(const Args& a);
@@ -43,6 +45,7 @@ Result<void> tanh_grad(const Args& a);
 Result<void> clamp_grad(const Args& a);
 Result<void> sqrt_grad(const Args& a);
 Result<void> reciprocal_grad(const Args& a);
+Result<void> log_grad(const Args& a);
 
 // reduce.cc
 Result<void> mean(const Args& a);
