@@ -436,5 +436,37 @@ TEST(OnnxImport, FixedBatchReshapeAtAnotherBatchSaysWhy) {
   EXPECT_NE(r.error().str().find("symbolic batch dimension"), std::string::npos) << r.error().str();
 }
 
+
+// Inputs held at a value (OnnxImportOptions::input_values, --input-value: an attention mask of ones) are
+// constants of their type and shape, the batch resolved as the data input's; one data input remains.
+TEST(OnnxImport, InputsHeldAtAValue) {
+  OnnxModel m = conv_model();
+  m.inputs.push_back(input("keep", {std::nullopt, 4}));
+  m.nodes.back().outputs[0] = "f";
+  m.nodes.push_back(node("Mul", {"f", "keep"}, {"y"}));
+  auto two = import_onnx(m, "two");
+  ASSERT_FALSE(two.has_value());
+  EXPECT_NE(two.error().str().find("the model has 2 data inputs ('x', 'keep'); LMS trains models with exactly one "
+                                   "(hold the others at a value: --input-value NAME=V"),
+            std::string::npos)
+      << two.error().str();
+  OnnxImportOptions o;
+  o.batch = 3;
+  o.input_values = {{"keep", 0.5}};
+  auto held = import_onnx(m, "held", o);
+  ASSERT_TRUE(held.has_value()) << held.error().str();
+  int inputs = 0;
+  for (NodeId n : held->forward.node_ids()) inputs += held->forward.node(n).op == Op::input;
+  EXPECT_EQ(inputs, 2) << "x and the labels";
+  EXPECT_EQ(held->forward.value(*held->forward.find_value("x")).type.shape, (Shape{3, 3, 8, 8}));
+  o.input_values = {{"mask", 1}};
+  auto wrong = import_onnx(m, "wrong", o);
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_NE(wrong.error().str().find("an input value for 'mask', which is not an input of the model (its inputs: "
+                                     "'x', 'keep')"),
+            std::string::npos)
+      << wrong.error().str();
+}
+
 }  // namespace
 }  // namespace lms

@@ -68,8 +68,9 @@ TEST(OnnxCommand, PlanAndMaxBatch) {
 // export (fused layer norms, tanh GELU), the mobile-activation CNN (sigmoid, tanh, clamp, the hard activations,
 // padding folded into a pool), and the transformers, upsampling and normalizations whose import writes constants
 // as state and resizes, strided slices, padding, instance norm and leaky relu with other ops (ViT, Swin, LLaMA
-// with frozen rotary tables, the upsampling segmenter, nnU-Net's blocks, einsum attention), trained under a budget
-// that makes tflms and auto swap, give the unconstrained run's losses bit for bit.
+// with frozen rotary tables, the upsampling segmenter, nnU-Net's blocks, einsum attention, exp and log, BERT with
+// its mask and token types held), trained under a budget that makes tflms and auto swap, give the unconstrained
+// run's losses bit for bit.
 TEST(OnnxCommand, SwappingImportedModelsIsBitExact) {
   const std::string fixtures = std::string(LMS_SOURCE_DIR) + "/tests/fixtures/";
   const struct {
@@ -82,7 +83,8 @@ TEST(OnnxCommand, SwappingImportedModelsIsBitExact) {
                {"onnx_upsample.onnx", "4", "75KiB", ""},
                {"onnx_nnunet.onnx", "4", "55KiB", ""},
                {"onnx_einsum.onnx", "8", "14KiB", ""},
-               {"onnx_explog.onnx", "64", "30KiB", ""}};
+               {"onnx_explog.onnx", "64", "30KiB", ""},
+               {"onnx_bert.onnx", "8", "150KiB", " --input-value attention_mask=1,token_type_ids=0"}};
   for (const auto& c : cases) {
     auto train = [&](const std::string& strategy, const std::string& budget) {
       CmdResult r = lms("train " + fixtures + c.file + " --device reference --steps 2 --batch " + c.batch +
@@ -132,8 +134,22 @@ TEST(OnnxCommand, BadInputIsOneErrorLine) {
                         "--frozen typo");
   const CmdResult r = lms("stats " + kCnn + " --frozen 'conv1.*' --json");
   EXPECT_EQ(r.status, 0) << r.err;
+  const std::string bert = std::string(LMS_SOURCE_DIR) + "/tests/fixtures/onnx_bert.onnx";
+  expect_one_error_line(lms("stats " + bert), "(hold the others at a value: --input-value NAME=V", "two inputs");
+  expect_one_error_line(lms("opt " + bert + " --passes verify --input-value attention_mask"), "expected NAME=VALUE",
+                        "--input-value syntax");
+  expect_one_error_line(lms("stats " + bert + " --input-value attention_mask=1,token_type_ids=x"),
+                        "--input-value 'token_type_ids=x': expected NAME=VALUE", "--input-value number");
+  expect_one_error_line(lms("stats " + bert + " --input-value mask=1,token_type_ids=0"),
+                        "an input value for 'mask', which is not an input of the model", "--input-value typo");
+  const CmdResult held =
+      lms("opt " + bert + " --passes verify --batch 3 --input-value attention_mask=1,token_type_ids=0");
+  EXPECT_EQ(held.status, 0) << held.err;
+  EXPECT_NE(held.out.find("%x = input() : i64[3,8]"), std::string::npos) << held.out;
 #endif
   expect_one_error_line(lms("stats --model mlp --frozen x"), "--frozen applies to ONNX models only", "built-in");
+  expect_one_error_line(lms("stats --model mlp --input-value m=1"), "--input-value applies to ONNX models only",
+                        "built-in");
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ struct OptCmd {
   bool verify_each = false;
   bool list = false;
   std::string annotate;  // --annotate: "levels" (or empty)
+  ModelArgs model;       // ONNX models: --batch, --frozen, --input-value
 };
 
 // The printed result, with each node's level as a trailing comment when --annotate levels.
@@ -44,7 +45,7 @@ int run(const OptCmd& c) {
   if (c.file.empty()) return report(Error{"give a graph FILE (- for stdin)", ""});
   auto pipeline = parse_pipeline(c.passes);
   if (!pipeline) return report(pipeline.error());
-  auto g = load_graph(c.file, ModelArgs{});
+  auto g = load_graph(c.file, c.model);
   if (!g) return report(g.error());
   auto r = run_pipeline(*g, *pipeline, PipelineOptions{.verify_each = c.verify_each});
   if (!r) return report(r.error());
@@ -64,6 +65,9 @@ void add_opt_command(CLI::App& root, int& exit_code) {
   sub->add_flag("--list-passes", c->list, "List the passes and their options, then exit");
   sub->add_option("-o,--output", c->output, "Write to FILE instead of stdout");
   sub->add_option("--annotate", c->annotate, "Print each node's level as a trailing comment: levels");
+  sub->add_option("--batch", c->model.batch, "ONNX models: the batch (default: the file's; 1 for a symbolic one)")
+      ->each([c](const std::string&) { c->model.batch_given = true; });
+  add_onnx_options(sub, c->model);
   sub->callback([c, &exit_code] { exit_code = run(*c); });
 }
 

@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -40,9 +41,17 @@ void add_model_options(CLI::App* app, ModelArgs& a, bool with_model_flag) {
   app->add_option("--gelu", a.gelu, "gpt: MLP activation, erf (exact, default) or tanh (GPT-2's approximation)");
   app->add_option("--dropout", a.dropout, "gpt, mlp: dropout probability in [0, 1) (default 0: no dropout)");
   app->add_option("--dtype", a.dtype, "Element type of activations and parameters")->capture_default_str();
+  add_onnx_options(app, a);
+}
+
+void add_onnx_options(CLI::App* app, ModelArgs& a) {
   app->add_option("--frozen", a.frozen,
                   "ONNX models: float initializers that are buffers, not trained (positional tables, normalization "
                   "constants), comma-separated; '*' matches any characters")
+      ->delimiter(',');
+  app->add_option("--input-value", a.input_values,
+                  "ONNX models with several inputs: hold these at one value, NAME=V, comma-separated (an attention "
+                  "mask at 1: no padding; token type ids at 0), so that one data input remains")
       ->delimiter(',');
 }
 
@@ -123,6 +132,17 @@ Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
   OnnxModel model = LMS_TRY(read_onnx(file));
   OnnxImportOptions opts;
   opts.frozen = args.frozen;
+  for (const std::string& held : args.input_values) {
+    const size_t eq = held.find('=');
+    double value = 0;
+    const char* end = held.data() + held.size();
+    const auto [next, ec] = eq == std::string::npos ? std::from_chars_result{nullptr, std::errc::invalid_argument}
+                                                    : std::from_chars(held.data() + eq + 1, end, value);
+    if (eq == 0 || ec != std::errc{} || next != end)
+      return fail("--input-value '{}': expected NAME=VALUE (e.g. attention_mask=1)", held);
+    if (!opts.input_values.emplace(held.substr(0, eq), value).second)
+      return fail("--input-value: '{}' is given twice", held.substr(0, eq));
+  }
   if (args.batch_given) opts.batch = args.batch;
   opts.symbolic_batch = args.batch;
   std::string name = legal_name(std::filesystem::path(file).stem().string());
@@ -144,11 +164,13 @@ Result<Graph> load_graph(const std::string& file, const ModelArgs& args, std::ma
   if (file.empty()) {
     if (args.name.empty()) return fail("give a graph FILE (- for stdin) or --model NAME");
     if (!args.frozen.empty()) return fail("--frozen applies to ONNX models only (a built-in model has no buffers)");
+    if (!args.input_values.empty()) return fail("--input-value applies to ONNX models only");
     ModelOptions o = LMS_TRY(resolve(args));
     return build_model(args.name, o);
   }
   if (is_onnx_file(file)) return import_onnx_file(file, args, weights);
   if (!args.frozen.empty()) return fail("--frozen applies to ONNX models only (a graph file has no initializers)");
+  if (!args.input_values.empty()) return fail("--input-value applies to ONNX models only");
   std::string text = LMS_TRY(read_text(file));
   std::string shown = file == "-" ? "<stdin>" : file;
   Graph g = LMS_TRY(parse_graph(text, shown));

@@ -63,6 +63,8 @@ struct OnnxModel {
 
 // The LMS dtype of an ONNX element type code, or nullopt (uint8, bool, string, ...).
 std::optional<DType> onnx_dtype(int32_t elem_type);
+// Bytes per element of the integer and bool types the importer widens to i64 (0 for the others).
+int onnx_small_int_bytes(int32_t elem_type);
 // "FLOAT", "INT64", ... for messages ("type 9" for codes without a name here).
 std::string onnx_type_name(int32_t elem_type);
 

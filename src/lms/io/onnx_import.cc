@@ -416,20 +416,13 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
   return table;
 }
 
-// The one graph input that is not an initializer, as %x with the batch dimension resolved.
-Result<ValueId> Importer::data_input() {
-  std::vector<const OnnxValueInfo*> data;
-  for (const OnnxValueInfo& in : model_.inputs)
-    if (!initializers_.contains(in.name)) data.push_back(&in);
-  if (data.size() != 1) {
-    std::string names;
-    for (const OnnxValueInfo* in : data) names += (names.empty() ? "'" : ", '") + in->name + "'";
-    return fail("the model has {} data inputs ({}); LMS trains models with exactly one", data.size(),
-                names.empty() ? "none" : names);
-  }
-  const OnnxValueInfo& in = *data[0];
+// The type of graph input `in` with the batch dimension resolved (its first: --batch, or the file's number; a
+// symbolic one without --batch takes the command's default batch). `held`: held at a value (input_values), where
+// narrow integers and bools are widened to i64 as in initializers.
+Result<TensorType> Importer::input_type(const OnnxValueInfo& in, bool held) const {
   const std::string where = "input '" + in.name + "'";
   std::optional<DType> dt = onnx_dtype(in.elem_type);
+  if (!dt && held && onnx_small_int_bytes(in.elem_type) > 0) dt = DType::i64;
   if (!dt) return fail_at(where, "element type {} is not supported", onnx_type_name(in.elem_type));
   if (in.dims.empty()) return fail_at(where, "no shape is given");
   Shape shape;
@@ -447,9 +440,44 @@ Result<ValueId> Importer::data_input() {
     }
   }
   if (product(shape, 0, shape.size()) < 0) return fail_at(where, "shape {} is too large", to_string(shape));
-  ValueId x = b_.input(TensorType{*dt, shape}, "x");
-  data_dtype_ = *dt;
-  tensors_[in.name] = Tensor{x, shape};
+  return TensorType{*dt, std::move(shape)};
+}
+
+// The one graph input that is neither an initializer nor held at a value, as %x with the batch dimension resolved;
+// the held ones as constants.
+Result<ValueId> Importer::data_input() {
+  std::vector<const OnnxValueInfo*> data;
+  std::string inputs;  // every graph input that is not an initializer, for messages
+  for (const OnnxValueInfo& in : model_.inputs) {
+    if (initializers_.contains(in.name)) continue;
+    inputs += (inputs.empty() ? "'" : ", '") + in.name + "'";
+    auto held = opts_.input_values.find(in.name);
+    if (held == opts_.input_values.end()) {
+      data.push_back(&in);
+      continue;
+    }
+    HostTensor value(LMS_TRY(input_type(in, true)));
+    for (int64_t i = 0; i < value.type.num_elements(); ++i) value.set(i, held->second);
+    consts_[in.name] = std::move(value);
+  }
+  for (const auto& [name, value] : opts_.input_values)
+    if (!std::ranges::any_of(model_.inputs, [&](const OnnxValueInfo& in) { return in.name == name; }) ||
+        initializers_.contains(name))
+      return fail("an input value for '{}', which is not an input of the model (its inputs: {})", name,
+                  inputs.empty() ? "none" : inputs);
+  if (data.size() != 1) {
+    std::string names;
+    for (const OnnxValueInfo* in : data) names += (names.empty() ? "'" : ", '") + in->name + "'";
+    return fail("the model has {} data inputs ({}); LMS trains models with exactly one{}", data.size(),
+                names.empty() ? "none" : names,
+                data.size() > 1 ? " (hold the others at a value: --input-value NAME=V, e.g. an attention mask at 1)"
+                                : "");
+  }
+  const OnnxValueInfo& in = *data[0];
+  const TensorType type = LMS_TRY(input_type(in, false));
+  ValueId x = b_.input(type, "x");
+  data_dtype_ = type.dtype;
+  tensors_[in.name] = Tensor{x, type.shape};
   return x;
 }
 

@@ -37,6 +37,10 @@ struct OnnxImportOptions {
                                      // tables, normalization constants), by name; '*' matches any run of
                                      // characters. Each pattern must match one. They are constants: folded at
                                      // import where every input is constant, else held as state
+  std::map<std::string, double> input_values;  // graph inputs held at one value, by name (an attention mask of
+                                               // ones: no padding; token type ids of 0): constants of the input's
+                                               // type and shape (its first dimension the batch, as the data
+                                               // input's), so that one data input remains
 };
 
 struct ImportedModel {

@@ -310,6 +310,7 @@ class Importer {
   Result<void> cast(const OnnxNode& n);
 
   Result<ValueId> data_input();
+  Result<TensorType> input_type(const OnnxValueInfo& in, bool held) const;
   // Whether logits of `rank` have their classes on the last axis (token ids in: a language model's [B, T, vocab])
   // rather than axis 1 (OnnxImportOptions::classes_last overrides); known once data_input() has run.
   bool classes_last(size_t rank) const {

@@ -55,6 +55,16 @@ std::string onnx_type_name(int32_t elem_type) {
   }
 }
 
+int onnx_small_int_bytes(int32_t elem_type) {
+  switch (elem_type) {
+    case kBool: case kInt8: case kUint8: return 1;
+    case kInt16: case kUint16: return 2;
+    case kUint32: return 4;
+    case kUint64: return 8;
+    default: return 0;
+  }
+}
+
 #if LMS_HAVE_ONNX
 namespace {
 
@@ -63,17 +73,6 @@ template <class T, class Field>
 void fill_from(HostTensor& t, const Field& field) {
   std::span<T> out = t.as<T>();
   for (int i = 0; i < field.size(); ++i) out[static_cast<size_t>(i)] = static_cast<T>(field.Get(i));
-}
-
-// Bytes per element of the integer types that are widened to i64 (0 for the others).
-int small_int_size(int32_t elem_type) {
-  switch (elem_type) {
-    case kBool: case kInt8: case kUint8: return 1;
-    case kInt16: case kUint16: return 2;
-    case kUint32: return 4;
-    case kUint64: return 8;
-    default: return 0;
-  }
 }
 
 // A narrow integer tensor as i64: from raw little-endian data, or from int32_data (uint64_data for UINT64).
@@ -108,7 +107,7 @@ Result<HostTensor> tensor_of(const onnx::TensorProto& p, const std::string& wher
   std::optional<DType> dt = onnx_dtype(p.data_type());
   // Narrow integer and bool tensors (Dropout's training flag, shape arithmetic) are widened to i64: the importer
   // only folds them, never takes them as data.
-  const int small_int_bytes = small_int_size(p.data_type());
+  const int small_int_bytes = onnx_small_int_bytes(p.data_type());
   if (!dt && small_int_bytes > 0) dt = DType::i64;
   if (!dt) return fail_at(where, "element type {} is not supported", onnx_type_name(p.data_type()));
   Shape shape;
