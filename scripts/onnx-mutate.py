@@ -15,7 +15,10 @@ import subprocess
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURES = ["onnx_cnn", "onnx_gpt", "onnx_vit", "onnx_swin", "onnx_llama", "onnx_upsample"]
+# Each fixture with the options it imports with.
+FIXTURES = {"onnx_cnn": [], "onnx_gpt": [], "onnx_vit": [], "onnx_swin": [], "onnx_llama": ["--frozen", "*_cached"],
+            "onnx_upsample": [], "onnx_explog": [],
+            "onnx_bert": ["--dim", "seq=8", "--input-value", "attention_mask=1,token_type_ids=0"]}
 
 
 def main():
@@ -30,7 +33,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "mutated.onnx")
         for run in range(args.runs):
-            name = rng.choice(FIXTURES)
+            name = rng.choice(sorted(FIXTURES))
             with open(os.path.join(HERE, "..", "tests", "fixtures", name + ".onnx"), "rb") as f:
                 data = bytearray(f.read())
             for _ in range(rng.randint(1, 8)):
@@ -40,8 +43,7 @@ def main():
             cmd = [args.lms, args.command, path, "--batch", "2"]
             if args.command == "plan":
                 cmd += ["--budget", "1GiB", "--strategy", rng.choice(["none", "tflms", "auto"])]
-            if name == "onnx_llama":
-                cmd += ["--frozen", "*_cached"]
+            cmd += FIXTURES[name]
             try:
                 r = subprocess.run(cmd, capture_output=True, timeout=60)
                 ok = r.returncode == 0 or (r.returncode == 1 and r.stderr.count(b"\n") == 1 and b"\r" not in r.stderr)

@@ -468,5 +468,29 @@ TEST(OnnxImport, InputsHeldAtAValue) {
       << wrong.error().str();
 }
 
+
+// Symbolic sizes past the batch (OnnxImportOptions::dims, --dim) are given by the name the file uses.
+TEST(OnnxImport, SymbolicSizesAreGivenByName) {
+  OnnxModel m = conv_model();
+  m.inputs[0].dims[2] = m.inputs[0].dims[3] = std::nullopt;
+  m.inputs[0].dim_names[2] = "height";
+  m.inputs[0].dim_names[3] = "width";
+  OnnxImportOptions o;
+  o.dims = {{"height", 6}, {"width", 10}};
+  auto r = import_onnx(m, "sized", o);
+  ASSERT_TRUE(r.has_value()) << r.error().str();
+  EXPECT_EQ(r->forward.value(*r->forward.find_value("x")).type.shape, (Shape{1, 3, 6, 10}));
+  o.dims = {{"height", 6}};
+  auto half = import_onnx(m, "half", o);
+  ASSERT_FALSE(half.has_value());
+  EXPECT_NE(half.error().str().find("dimension 3 is symbolic ('width'): give its size (--dim width=N)"),
+            std::string::npos)
+      << half.error().str();
+  o.dims = {{"height", 0}, {"width", 10}};
+  auto zero = import_onnx(m, "zero", o);
+  ASSERT_FALSE(zero.has_value());
+  EXPECT_NE(zero.error().str().find("dimension 2 ('height') of 0 must be >= 1"), std::string::npos)
+      << zero.error().str();
+}
 }  // namespace
 }  // namespace lms

@@ -84,7 +84,7 @@ TEST(OnnxCommand, SwappingImportedModelsIsBitExact) {
                {"onnx_nnunet.onnx", "4", "55KiB", ""},
                {"onnx_einsum.onnx", "8", "14KiB", ""},
                {"onnx_explog.onnx", "64", "30KiB", ""},
-               {"onnx_bert.onnx", "8", "150KiB", " --input-value attention_mask=1,token_type_ids=0"}};
+               {"onnx_bert.onnx", "8", "150KiB", " --dim seq=8 --input-value attention_mask=1,token_type_ids=0"}};
   for (const auto& c : cases) {
     auto train = [&](const std::string& strategy, const std::string& budget) {
       CmdResult r = lms("train " + fixtures + c.file + " --device reference --steps 2 --batch " + c.batch +
@@ -140,12 +140,22 @@ TEST(OnnxCommand, BadInputIsOneErrorLine) {
                         "--input-value syntax");
   expect_one_error_line(lms("stats " + bert + " --input-value attention_mask=1,token_type_ids=x"),
                         "--input-value 'token_type_ids=x': expected NAME=VALUE", "--input-value number");
-  expect_one_error_line(lms("stats " + bert + " --input-value mask=1,token_type_ids=0"),
+  expect_one_error_line(lms("stats " + bert + " --dim seq=8 --input-value mask=1,token_type_ids=0"),
                         "an input value for 'mask', which is not an input of the model", "--input-value typo");
   const CmdResult held =
-      lms("opt " + bert + " --passes verify --batch 3 --input-value attention_mask=1,token_type_ids=0");
+      lms("opt " + bert + " --passes verify --batch 3 --dim seq=8 --input-value attention_mask=1,token_type_ids=0");
   EXPECT_EQ(held.status, 0) << held.err;
   EXPECT_NE(held.out.find("%x = input() : i64[3,8]"), std::string::npos) << held.out;
+  // Exported with a symbolic sequence length: its size is given by name, or the error says how.
+  expect_one_error_line(lms("stats " + bert + " --input-value attention_mask=1,token_type_ids=0"),
+                        "dimension 1 is symbolic ('seq'): give its size (--dim seq=N)", "--dim missing");
+  expect_one_error_line(lms("stats " + bert + " --dim length=8 --input-value attention_mask=1,token_type_ids=0"),
+                        "a size for dimension 'length', which no input of the model has past the batch (its symbolic "
+                        "ones: 'seq')", "--dim typo");
+  const CmdResult longer =
+      lms("opt " + bert + " --passes verify --batch 3 --dim seq=6 --input-value attention_mask=1,token_type_ids=0");
+  EXPECT_EQ(longer.status, 0) << longer.err;
+  EXPECT_NE(longer.out.find("%x = input() : i64[3,6]"), std::string::npos) << longer.out;
 #endif
   expect_one_error_line(lms("stats --model mlp --frozen x"), "--frozen applies to ONNX models only", "built-in");
   expect_one_error_line(lms("stats --model mlp --input-value m=1"), "--input-value applies to ONNX models only",

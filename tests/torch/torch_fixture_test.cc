@@ -218,13 +218,14 @@ TEST(TorchFixtureSensitivityTest, APerturbedParameterIsCaught) {
 // file's parameters bit for bit (and no other parameters than the fixture's). Only f32: the files are f32.
 #if LMS_HAVE_ONNX_FILES
 void compare_onnx_with_torch(const std::string& name, int64_t batch, std::vector<std::string> frozen = {},
-                             std::map<std::string, double> held = {}) {
+                             std::map<std::string, double> held = {}, std::map<std::string, int64_t> dims = {}) {
   auto model = read_onnx(kFixtures + name + ".onnx");
   ASSERT_TRUE(model.has_value()) << model.error().str();
   OnnxImportOptions opts;
   opts.batch = batch;
   opts.frozen = std::move(frozen);
   opts.input_values = std::move(held);
+  opts.dims = std::move(dims);
   auto imported = import_onnx(*model, name, opts);
   ASSERT_TRUE(imported.has_value()) << imported.error().str();
   auto fx = read_npz(kFixtures + name + ".npz");
@@ -289,9 +290,10 @@ TEST(TorchOnnxFixtureTest, EinsumImportMatchesPyTorch) { compare_onnx_with_torch
 // is NLLLoss of them).
 TEST(TorchOnnxFixtureTest, ExpLogAndLogSoftmaxOutputImportMatchesPyTorch) { compare_onnx_with_torch("onnx_explog", 4); }
 // A BERT-style encoder with three inputs, the attention mask and token types held at 1 and 0 (--input-value):
-// the additive mask folds to a constant, the token-type lookup reads constant ids.
+// the additive mask folds to a constant, the token-type lookup reads constant ids; exported with a symbolic
+// sequence length, given at import (--dim seq=8).
 TEST(TorchOnnxFixtureTest, BertWithHeldInputsImportMatchesPyTorch) {
-  compare_onnx_with_torch("onnx_bert", 2, {}, {{"attention_mask", 1}, {"token_type_ids", 0}});
+  compare_onnx_with_torch("onnx_bert", 2, {}, {{"attention_mask", 1}, {"token_type_ids", 0}}, {{"seq", 8}});
 }
 // A LLaMA decoder: RMSNorm, rotary embeddings from cos/sin buffers (frozen: without that they would be trained
 // as parameters, which the fixture, holding PyTorch's parameters only, would catch), SwiGLU, causal attention.

@@ -17,7 +17,7 @@ struct OptCmd {
   bool verify_each = false;
   bool list = false;
   std::string annotate;  // --annotate: "levels" (or empty)
-  ModelArgs model;       // ONNX models: --batch, --frozen, --input-value
+  ModelArgs model;       // ONNX models: --batch, --frozen, --input-value, --dim
 };
 
 // The printed result, with each node's level as a trailing comment when --annotate levels.

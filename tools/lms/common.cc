@@ -49,6 +49,10 @@ void add_onnx_options(CLI::App* app, ModelArgs& a) {
                   "ONNX models: float initializers that are buffers, not trained (positional tables, normalization "
                   "constants), comma-separated; '*' matches any characters")
       ->delimiter(',');
+  app->add_option("--dim", a.dims,
+                  "ONNX models exported with symbolic sizes past the batch: the size of each, NAME=N by the name in "
+                  "the file, comma-separated (a dynamic sequence length: seq=512)")
+      ->delimiter(',');
   app->add_option("--input-value", a.input_values,
                   "ONNX models with several inputs: hold these at one value, NAME=V, comma-separated (an attention "
                   "mask at 1: no padding; token type ids at 0), so that one data input remains")
@@ -117,6 +121,25 @@ Result<void> write_text(const std::string& path, const std::string& text) {
 
 namespace {
 
+// `flag`'s NAME=VALUE items as a map; `example` shows one in messages.
+template <class T>
+Result<std::map<std::string, T>> assignments(std::string_view flag, const std::vector<std::string>& items,
+                                             std::string_view example) {
+  std::map<std::string, T> out;
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    T value{};
+    const char* end = item.data() + item.size();
+    const auto [next, ec] = eq == std::string::npos ? std::from_chars_result{nullptr, std::errc::invalid_argument}
+                                                    : std::from_chars(item.data() + eq + 1, end, value);
+    if (eq == 0 || ec != std::errc{} || next != end)
+      return fail("{} '{}': expected NAME=VALUE (e.g. {})", flag, item, example);
+    if (!out.emplace(item.substr(0, eq), value).second)
+      return fail("{}: '{}' is given twice", flag, item.substr(0, eq));
+  }
+  return out;
+}
+
 // An ONNX model file as a forward graph named after the file. Model options other than --batch describe a
 // built-in model and are refused rather than ignored.
 Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
@@ -128,21 +151,13 @@ Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
       {args.heads != 0, "heads"}, {args.seq != 0, "seq"}, {args.vocab != 0, "vocab"}, {args.untied, "untied"},
       {!args.gelu.empty(), "gelu"}, {args.dropout.has_value(), "dropout"}, {args.dtype != "f32", "dtype"}};
   for (const auto& [given, flag] : unused)
-    if (given) return fail("--{} does not apply to an ONNX model (only --batch does)", flag);
+    if (given)
+      return fail("--{} does not apply to an ONNX model (--batch, --dim, --frozen and --input-value do)", flag);
   OnnxModel model = LMS_TRY(read_onnx(file));
   OnnxImportOptions opts;
   opts.frozen = args.frozen;
-  for (const std::string& held : args.input_values) {
-    const size_t eq = held.find('=');
-    double value = 0;
-    const char* end = held.data() + held.size();
-    const auto [next, ec] = eq == std::string::npos ? std::from_chars_result{nullptr, std::errc::invalid_argument}
-                                                    : std::from_chars(held.data() + eq + 1, end, value);
-    if (eq == 0 || ec != std::errc{} || next != end)
-      return fail("--input-value '{}': expected NAME=VALUE (e.g. attention_mask=1)", held);
-    if (!opts.input_values.emplace(held.substr(0, eq), value).second)
-      return fail("--input-value: '{}' is given twice", held.substr(0, eq));
-  }
+  opts.input_values = LMS_TRY(assignments<double>("--input-value", args.input_values, "attention_mask=1"));
+  opts.dims = LMS_TRY(assignments<int64_t>("--dim", args.dims, "seq=512"));
   if (args.batch_given) opts.batch = args.batch;
   opts.symbolic_batch = args.batch;
   std::string name = legal_name(std::filesystem::path(file).stem().string());
@@ -164,13 +179,15 @@ Result<Graph> load_graph(const std::string& file, const ModelArgs& args, std::ma
   if (file.empty()) {
     if (args.name.empty()) return fail("give a graph FILE (- for stdin) or --model NAME");
     if (!args.frozen.empty()) return fail("--frozen applies to ONNX models only (a built-in model has no buffers)");
-    if (!args.input_values.empty()) return fail("--input-value applies to ONNX models only");
+    if (!args.input_values.empty() || !args.dims.empty())
+      return fail("--{} applies to ONNX models only", args.dims.empty() ? "input-value" : "dim");
     ModelOptions o = LMS_TRY(resolve(args));
     return build_model(args.name, o);
   }
   if (is_onnx_file(file)) return import_onnx_file(file, args, weights);
   if (!args.frozen.empty()) return fail("--frozen applies to ONNX models only (a graph file has no initializers)");
-  if (!args.input_values.empty()) return fail("--input-value applies to ONNX models only");
+  if (!args.input_values.empty() || !args.dims.empty())
+    return fail("--{} applies to ONNX models only", args.dims.empty() ? "input-value" : "dim");
   std::string text = LMS_TRY(read_text(file));
   std::string shown = file == "-" ? "<stdin>" : file;
   Graph g = LMS_TRY(parse_graph(text, shown));

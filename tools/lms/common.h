@@ -45,11 +45,12 @@ struct ModelArgs {
   std::string dtype = "f32";
   std::vector<std::string> frozen;  // --frozen NAME,... (ONNX models: initializers that are not trained)
   std::vector<std::string> input_values;  // --input-value NAME=V,... (ONNX models: inputs held at a value)
+  std::vector<std::string> dims;          // --dim NAME=N,... (ONNX models: sizes of symbolic dimensions)
 };
 
 // Adds --batch, --image, ... to `app`. With `with_model_flag`, also `--model NAME`.
 void add_model_options(CLI::App* app, ModelArgs& args, bool with_model_flag);
-// Adds the options only ONNX models take: --frozen, --input-value (add_model_options includes them).
+// Adds the options only ONNX models take: --frozen, --input-value, --dim (add_model_options includes them).
 void add_onnx_options(CLI::App* app, ModelArgs& args);
 Result<ModelOptions> resolve(const ModelArgs& args);
 

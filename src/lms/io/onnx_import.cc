@@ -5,6 +5,7 @@
 #include "lms/io/onnx_import.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -433,10 +434,13 @@ Result<TensorType> Importer::input_type(const OnnxValueInfo& in, bool held) cons
       shape.push_back(batch);
     } else if (in.dims[i]) {
       shape.push_back(*in.dims[i]);
+    } else if (auto d = opts_.dims.find(in.dim_names[i]); !in.dim_names[i].empty() && d != opts_.dims.end()) {
+      if (d->second < 1) return fail_at(where, "dimension {} ('{}') of {} must be >= 1", i, d->first, d->second);
+      shape.push_back(d->second);
     } else {
       const std::string& sym = in.dim_names[i];
-      return fail_at(where, "dimension {} is symbolic{}: export the model with a fixed size there", i,
-                     sym.empty() ? "" : " ('" + sym + "')");
+      return fail_at(where, "dimension {} is symbolic{}: give its size (--dim {}=N) or export the model with a "
+                     "fixed size there", i, sym.empty() ? "" : " ('" + sym + "')", sym.empty() ? "NAME" : sym);
     }
   }
   if (product(shape, 0, shape.size()) < 0) return fail_at(where, "shape {} is too large", to_string(shape));
@@ -446,6 +450,14 @@ Result<TensorType> Importer::input_type(const OnnxValueInfo& in, bool held) cons
 // The one graph input that is neither an initializer nor held at a value, as %x with the batch dimension resolved;
 // the held ones as constants.
 Result<ValueId> Importer::data_input() {
+  std::set<std::string> symbolic;  // the inputs' symbolic dimensions past the batch
+  for (const OnnxValueInfo& in : model_.inputs)
+    for (size_t i = 1; i < in.dims.size(); ++i)
+      if (!in.dims[i] && !in.dim_names[i].empty()) symbolic.insert(in.dim_names[i]);
+  for (const auto& [name, size] : opts_.dims)
+    if (!symbolic.contains(name))
+      return fail("a size for dimension '{}', which no input of the model has past the batch (its symbolic ones: {})",
+                  name, symbolic.empty() ? "none" : fmt::format("'{}'", fmt::join(symbolic, "', '")));
   std::vector<const OnnxValueInfo*> data;
   std::string inputs;  // every graph input that is not an initializer, for messages
   for (const OnnxValueInfo& in : model_.inputs) {

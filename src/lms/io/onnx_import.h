@@ -41,6 +41,8 @@ struct OnnxImportOptions {
                                                // ones: no padding; token type ids of 0): constants of the input's
                                                // type and shape (its first dimension the batch, as the data
                                                // input's), so that one data input remains
+  std::map<std::string, int64_t> dims;  // sizes of the inputs' symbolic dimensions other than the batch, by their
+                                        // name in the file (a sequence length exported as dynamic: "seq" -> 512)
 };
 
 struct ImportedModel {
