@@ -117,6 +117,7 @@ std::vector<Case> cases() {
       {"reciprocal", Op::reciprocal, {pos({3, 7})}},
       {"exp", Op::exp, {f({3, 7})}},
       {"log", Op::log, {pos({3, 7})}},
+      {"softplus", Op::softplus, {f({3, 7})}},
       {"clamp", Op::clamp, {f({3, 7})}, A({{"min", Attribute{-0.5}}, {"max", Attribute{0.3}}})},
       {"dropout", Op::dropout, {f({4, 9}), ids({}, 1000000)}, A({{"p", Attribute{0.4}}, {"seed", I(3)}})},
       {"add same shape", Op::add, {f({4}), f({4})}},

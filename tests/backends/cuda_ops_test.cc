@@ -63,6 +63,8 @@ double cuda_tolerance(const OpCase& c) {
     case Op::sqrt:
     case Op::exp:  // the device's exp and log in double may differ from the host's libm by an ulp
     case Op::log:
+    case Op::softplus:
+    case Op::softplus_grad:
     case Op::softmax:
     case Op::softmax_grad:
     case Op::cross_entropy:

@@ -4,13 +4,13 @@
 // their gradients (gradient_cases): a convolution into conv_backward_data and conv_backward_filter, a plain matmul into
 // its two transposed matmuls, a max pooling into max_pool_grad, max_pool_argmax and max_pool_grad_by_argmax, an average
 // pooling into avg_pool_grad, a norm into its grad,
-// relu/gelu/silu/hardswish/sigmoid/tanh/clamp/sqrt/reciprocal/log/softmax into theirs (exp's is a mul). Outputs are
-// compared by the norm-wise relative error max|got - ref| / max|ref|: the reference accumulates in double and rounds
-// once; a library computing in f32 in its own order is not expected to match bit for bit; 1e-5 is about a hundred f32
-// ulps at the largest output. `tolerance` is the cpu backend's; each backend's test states its own where they differ. A
-// row with tolerance 0 must be bit-identical (pure data movement, the double-accumulating reductions, and the cpu
-// backend's documented fallbacks that run the reference kernel). `fast_nodes` is how many nodes the cpu backend must
-// NOT run on the reference kernel. Adding a case is one line in kCases.
+// relu/gelu/silu/hardswish/sigmoid/tanh/clamp/sqrt/reciprocal/log/softplus/softmax into theirs (exp's is a mul).
+// Outputs are compared by the norm-wise relative error max|got - ref| / max|ref|: the reference accumulates in double
+// and rounds once; a library computing in f32 in its own order is not expected to match bit for bit; 1e-5 is about a
+// hundred f32 ulps at the largest output. `tolerance` is the cpu backend's; each backend's test states its own where
+// they differ. A row with tolerance 0 must be bit-identical (pure data movement, the double-accumulating reductions,
+// and the cpu backend's documented fallbacks that run the reference kernel). `fast_nodes` is how many nodes the cpu
+// backend must NOT run on the reference kernel. Adding a case is one line in kCases.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -132,6 +132,8 @@ inline const std::vector<OpCase> kCases = {
     {"reciprocal", Op::reciprocal, {In({4, 33}, DType::f32, 0.5, 2)}, {}, 0, 0},
     {"exp", Op::exp, {In({4, 33}, DType::f32, -6, 6)}, {}},
     {"log", Op::log, {In({4, 33}, DType::f32, 0.05, 8)}, {}},
+    // softplus is the reference kernel on the cpu backend (documented in dnnl_eltwise.cc); inputs past 20.
+    {"softplus", Op::softplus, {In({4, 33}, DType::f32, -30, 30)}, {}, 0, 0},
     {"add_same", Op::add, {{3, 7, 5}, {3, 7, 5}}, {}},
     {"add_broadcast", Op::add, {{4, 5, 6}, {6}}, {}},
     {"add_broadcast_first", Op::add, {{5, 1}, {4, 5, 6}}, {}},
@@ -295,12 +297,13 @@ inline std::vector<OpCase> gradient_cases(const OpCase& c) {
     const Op op = c.op == Op::batch_norm ? Op::batch_norm_grad : Op::layer_norm_grad;
     g.push_back({n + ".grad", op, {In(x, t), In(x, t), c.inputs[1], In(stats, t), Pos(stats, t)}, {}, tol});
   } else if (c.op == Op::relu || c.op == Op::gelu || c.op == Op::silu || c.op == Op::hardswish || c.op == Op::clamp ||
-             c.op == Op::log) {
+             c.op == Op::log || c.op == Op::softplus) {
     const Op op = c.op == Op::relu        ? Op::relu_grad
                   : c.op == Op::gelu      ? Op::gelu_grad
                   : c.op == Op::silu      ? Op::silu_grad
                   : c.op == Op::hardswish ? Op::hardswish_grad
                   : c.op == Op::log       ? Op::log_grad
+                  : c.op == Op::softplus  ? Op::softplus_grad
                                           : Op::clamp_grad;
     g.push_back({n + ".grad", op, {In(x), c.inputs[0]}, c.attrs, tol});
   } else if (c.op == Op::sigmoid || c.op == Op::tanh || c.op == Op::sqrt || c.op == Op::reciprocal) {
@@ -323,7 +326,7 @@ inline bool has_gradients(const OpCase& c) {
   return c.op == Op::matmul || is_conv(c.op) || is_max_pool(c.op) || is_avg_pool(c.op) || c.op == Op::batch_norm ||
          c.op == Op::layer_norm || c.op == Op::relu || c.op == Op::gelu || c.op == Op::silu || c.op == Op::hardswish ||
          c.op == Op::sigmoid || c.op == Op::tanh ||
-         c.op == Op::clamp || c.op == Op::sqrt || c.op == Op::reciprocal || c.op == Op::log ||
+         c.op == Op::clamp || c.op == Op::sqrt || c.op == Op::reciprocal || c.op == Op::log || c.op == Op::softplus ||
          (c.op == Op::softmax && !c.attrs.get_bool("causal", false));
 }
 

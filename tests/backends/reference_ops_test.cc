@@ -66,6 +66,10 @@ TEST(ReferenceOps, Activations) {
   EXPECT_TRUE(std::isnan(run1(Op::log, {f32({1}, {-1})}).get(0)));
   EXPECT_TRUE(std::isinf(run1(Op::log, {f32({1}, {0})}).get(0)));
   EXPECT_TRUE(near(run1(Op::log_grad, {f32({2}, {1, 3}), f32({2}, {2, 0.5})}), {0.5, 6}, 0));
+  // softplus: log(1 + e^x), exactly x above PyTorch's threshold of 20; its gradient dy * sigmoid(x), dy above 20.
+  EXPECT_TRUE(near(run1(Op::softplus, {f32({4}, {0, -30, 21, 100})}), {0.6931472f, 9.3576230e-14f, 21, 100}, 1e-7));
+  EXPECT_TRUE(near(run1(Op::softplus_grad, {f32({3}, {2, 2, 2}), f32({3}, {0, 19, 21})}),
+                   {1, 2 / (1 + std::exp(-19.0)), 2}, 1e-7));
   // Saturation: no overflow to NaN at large |x|.
   EXPECT_TRUE(near(run1(Op::sigmoid, {f32({2}, {-1000, 1000})}), {0, 1}, 0));
   // The tanh gelu against PyTorch 1.13's F.gelu(x, approximate='tanh') in double, at 0, 1, -1 and 3.

@@ -492,5 +492,21 @@ TEST(OnnxImport, SymbolicSizesAreGivenByName) {
   EXPECT_NE(zero.error().str().find("dimension 2 ('height') of 0 must be >= 1"), std::string::npos)
       << zero.error().str();
 }
+
+// Mish (opset 18) is x * tanh(softplus(x)), the chain PyTorch writes before opset 18; Softplus is one op.
+TEST(OnnxImport, MishAndSoftplus) {
+  OnnxModel m = conv_model();
+  m.nodes[1].op_type = "Mish";
+  m.nodes.insert(m.nodes.begin() + 2, node("Softplus", {"r"}, {"s"}));
+  m.nodes[3].inputs[0] = "s";
+  auto r = import_onnx(m, "mish");
+  ASSERT_TRUE(r.has_value()) << r.error().str();
+  const Graph& g = r->forward;
+  const Node& mish = g.node(g.value(*g.find_value("r")).producer);
+  ASSERT_EQ(mish.op, Op::mul);
+  EXPECT_EQ(g.node(g.value(mish.inputs[1]).producer).op, Op::tanh);
+  EXPECT_EQ(g.node(g.value(*g.find_value("r.softplus")).producer).op, Op::softplus);
+  EXPECT_EQ(g.node(g.value(*g.find_value("s")).producer).op, Op::softplus);
+}
 }  // namespace
 }  // namespace lms

@@ -122,6 +122,7 @@ TEST(ShapeElementwise, NormalAndErrors) {
   EXPECT_TRUE(gives(infer(Op::reciprocal, {f16({3})}), {f16({3})}));
   EXPECT_TRUE(gives(infer(Op::exp, {f32({2, 3})}), {f32({2, 3})}));
   EXPECT_TRUE(gives(infer(Op::log, {f16({3})}), {f16({3})}));
+  EXPECT_TRUE(gives(infer(Op::softplus, {f32({2})}), {f32({2})}));
   EXPECT_TRUE(gives(infer(Op::tanh, {f16({4})}), {f16({4})}));
   EXPECT_TRUE(gives(infer(Op::scale, {f32({5})}, A({{"factor", 0.5}})), {f32({5})}));
   EXPECT_TRUE(gives(infer(Op::dropout, {f16({2, 3}), i64({})}, A({{"p", 0.1}})), {f16({2, 3})}));

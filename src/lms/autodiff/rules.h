@@ -31,6 +31,7 @@ Result<void> grad_sqrt(GradContext& c);
 Result<void> grad_reciprocal(GradContext& c);
 Result<void> grad_exp(GradContext& c);
 Result<void> grad_log(GradContext& c);
+Result<void> grad_softplus(GradContext& c);
 Result<void> grad_add(GradContext& c);
 Result<void> grad_mul(GradContext& c);
 Result<void> grad_scale(GradContext& c);

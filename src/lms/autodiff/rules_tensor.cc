@@ -67,6 +67,7 @@ Result<void> grad_reciprocal(GradContext& c) { return grad_from_output(c, Op::re
 Result<void> grad_exp(GradContext& c) { return grad_from_output(c, Op::mul); }
 // log_grad reads x: dy / x, divided as PyTorch does (dy * reciprocal(x) would round twice).
 Result<void> grad_log(GradContext& c) { return grad_from_input(c, Op::log_grad); }
+Result<void> grad_softplus(GradContext& c) { return grad_from_input(c, Op::softplus_grad); }
 
 // clamp_grad reads x (y cannot tell a clamped element from one exactly at a bound) with the forward's bounds.
 Result<void> grad_clamp(GradContext& c) {

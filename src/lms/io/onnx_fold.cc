@@ -264,6 +264,8 @@ Result<HostTensor> fold_unary(std::string_view op, const HostTensor& x, double e
   if (op == "Reciprocal") f = [](double v, double) { return 1 / v; };
   if (op == "Exp") f = [](double v, double) { return std::exp(v); };
   if (op == "Log") f = [](double v, double) { return std::log(v); };
+  if (op == "Softplus") f = [](double v, double) { return v > 20 ? v : std::log1p(std::exp(v)); };
+  if (op == "Mish") f = [](double v, double) { return v * std::tanh(v > 20 ? v : std::log1p(std::exp(v))); };
   if (op == "Relu") f = [](double v, double) { return std::max(v, 0.0); };
   if (op == "Sigmoid") f = [](double v, double) { return 1 / (1 + std::exp(-v)); };
   if (op == "Tanh") f = [](double v, double) { return std::tanh(v); };

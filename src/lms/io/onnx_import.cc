@@ -67,6 +67,12 @@ Result<void> Importer::unary(const OnnxNode& n) {
   if (const HostTensor* c = folded(n, 0); c != nullptr && t != "Gelu" && t != "Silu")  // scale factors
     return define_const(n, LMS_TRY(fold_unary(t, *c)));
   if (t == "Neg") return define(n, b_.op(Op::scale, {LMS_TRY(data(n, 0))}, attrs({{"factor", -1.0}}), out_name(n)));
+  if (t == "Mish") {  // x * tanh(softplus(x)), as PyTorch writes it before opset 18
+    const ValueId x = LMS_TRY(data(n, 0));
+    const std::string name = out_name(n);
+    const ValueId s = b_.op(Op::tanh, {b_.op(Op::softplus, {x}, {}, name + ".softplus")}, {}, name + ".tanh");
+    return define(n, b_.op(Op::mul, {x, s}, {}, name));
+  }
   const Op op = t == "Gelu"         ? Op::gelu
                 : t == "Silu"       ? Op::silu
                 : t == "Sigmoid"    ? Op::sigmoid
@@ -75,6 +81,7 @@ Result<void> Importer::unary(const OnnxNode& n) {
                 : t == "Reciprocal" ? Op::reciprocal
                 : t == "Exp"        ? Op::exp
                 : t == "Log"        ? Op::log
+                : t == "Softplus"   ? Op::softplus
                                     : Op::relu;
   Attributes a;
   if (op == Op::gelu) {
@@ -383,6 +390,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"LogSoftmax", &Importer::log_softmax},
       {"MatMul", &Importer::matmul},
       {"MaxPool", &Importer::pool},
+      {"Mish", &Importer::unary},
       {"Mod", &Importer::fold},
       {"Mul", &Importer::binary},
       {"Neg", &Importer::unary},
@@ -403,6 +411,7 @@ const std::vector<std::pair<std::string_view, Importer::Handler>>& Importer::han
       {"Silu", &Importer::unary},  // fuse_silu's, not an ONNX operator
       {"Slice", &Importer::slice},
       {"Softmax", &Importer::softmax},
+      {"Softplus", &Importer::unary},
       {"Split", &Importer::split},
       {"Sqrt", &Importer::unary},
       {"Squeeze", &Importer::reshape_like},

@@ -1,7 +1,7 @@
 // Elementwise ops: relu, gelu (exact or tanh-approximated), silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal,
-// exp, log, dropout, add and mul (with NumPy broadcasting), scale by a constant, bias_add along an axis. All are
-// recomputable: cheap, pure, and their inputs are usually small to keep. Dropout is pure too: its mask is a function of
-// its key input, a state value the training graph advances once per step (ops/dropout_mask.h).
+// exp, log, softplus, dropout, add and mul (with NumPy broadcasting), scale by a constant, bias_add along an axis. All
+// are recomputable: cheap, pure, and their inputs are usually small to keep. Dropout is pure too: its mask is a
+// function of its key input, a state value the training graph advances once per step (ops/dropout_mask.h).
 #include <algorithm>
 
 #include "lms/autodiff/rules.h"
@@ -114,6 +114,8 @@ void define_elementwise_ops(OpTable& t) {
               "e^x; +inf above ~88.7 in f32");
   elementwise(t.define(Op::log), {"x"}, unary, cost<kExpFlopsPerElement>, autodiff::grad_log,
               "the natural logarithm of x; -inf at 0, NaN for x < 0");
+  elementwise(t.define(Op::softplus), {"x"}, unary, cost<kSigmoidFlopsPerElement>, autodiff::grad_softplus,
+              "log(1 + e^x), and x above 20 (PyTorch's threshold; the difference is below f32's resolution there)");
   elementwise(t.define(Op::reciprocal), {"x"}, unary, cost<kDivideFlopsPerElement>, autodiff::grad_reciprocal,
               "1 / x");
   {

@@ -1,8 +1,8 @@
 // The elementwise, data-movement and loss gradient ops autodiff emits: relu_grad, gelu_grad, silu_grad, hardswish_grad,
-// sigmoid_grad, tanh_grad, clamp_grad, sqrt_grad, reciprocal_grad, log_grad, softmax_grad, embedding_grad,
-// cross_entropy_grad, broadcast_to and sum_to (broadcasting and its inverse), slice_grad, and batch norm's
-// running-statistics update bn_running_update (in place on two `state` values, the only gradient-family op that is not
-// recomputable). Semantics follow PyTorch's autograd (docs/autodiff.md, "Gradient ops"). Structural gradients
+// sigmoid_grad, tanh_grad, clamp_grad, sqrt_grad, reciprocal_grad, log_grad, softplus_grad, softmax_grad,
+// embedding_grad, cross_entropy_grad, broadcast_to and sum_to (broadcasting and its inverse), slice_grad, and batch
+// norm's running-statistics update bn_running_update (in place on two `state` values, the only gradient-family op that
+// is not recomputable). Semantics follow PyTorch's autograd (docs/autodiff.md, "Gradient ops"). Structural gradients
 // (convolution, normalization, pooling) are in grad.cc.
 #include <algorithm>
 
@@ -239,6 +239,12 @@ void define_grad_tensor_ops(OpTable& t) {
     OpDef& d = grad_op(t.define(Op::log_grad), {"dy", "x"}, "gradient of log from its input: dy / x");
     d.shape = same_type_pair;
     d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
+  }
+  {
+    OpDef& d = grad_op(t.define(Op::softplus_grad), {"dy", "x"},
+                       "gradient of softplus from its input: dy * sigmoid(x), dy above 20 (PyTorch's)");
+    d.shape = same_type_pair;
+    d.cost = per_output_cost<kSiluGradFlopsPerElement>;
   }
   {
     OpDef& d = grad_op(t.define(Op::clamp_grad), {"dy", "x"},

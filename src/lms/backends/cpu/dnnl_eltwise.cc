@@ -7,6 +7,7 @@
 // dimensions), softmax and softmax_grad along any axis, and causal softmax as an own loop (oneDNN has no masked
 // softmax). Unary ops see their tensors as one flat f32 vector.
 // Declined (reference kernel): reciprocal and its gradient (oneDNN's pow backward reads x, the IR's grad y),
+// softplus and its gradient (PyTorch's threshold at 20, which oneDNN's soft_relu does not have),
 // non-f32, empty tensors, and add/mul where neither operand has the output's shape (both broadcast: oneDNN's
 // binary only broadcasts src1).
 #include <algorithm>

@@ -618,6 +618,7 @@ bool is_own_op(Op op) {
     case Op::reciprocal:
     case Op::exp:
     case Op::log:
+    case Op::softplus:
     case Op::dropout:
     case Op::add:
     case Op::mul:
@@ -647,6 +648,7 @@ bool is_own_op(Op op) {
     case Op::sqrt_grad:
     case Op::reciprocal_grad:
     case Op::log_grad:
+    case Op::softplus_grad:
     case Op::layer_norm:
     case Op::layer_norm_grad:
     case Op::softmax_grad:
@@ -711,6 +713,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::reciprocal: return unary(a, l, UnaryKind::reciprocal);
       case Op::exp: return unary(a, l, UnaryKind::exp);
       case Op::log: return unary(a, l, UnaryKind::log);
+      case Op::softplus: return unary(a, l, UnaryKind::softplus);
       case Op::clamp: return unary(a, l, UnaryKind::clamp, clamp_bounds(a).first, clamp_bounds(a).second);
       case Op::scale: return unary(a, l, UnaryKind::scale, a.c.f("factor"));
       case Op::dropout: return dropout(a, l);
@@ -726,6 +729,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::sqrt_grad: return activation_grad(a, l, GradKind::sqrt);
       case Op::reciprocal_grad: return activation_grad(a, l, GradKind::reciprocal);
       case Op::log_grad: return activation_grad(a, l, GradKind::log);
+      case Op::softplus_grad: return activation_grad(a, l, GradKind::softplus);
       case Op::clamp_grad:
         return activation_grad(a, l, GradKind::clamp, clamp_bounds(a).first, clamp_bounds(a).second);
       case Op::global_avg_pool: return global_avg_pool(a, l);

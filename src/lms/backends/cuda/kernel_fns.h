@@ -97,6 +97,8 @@ LMS_HD inline double normal_pdf(double x) { return exp(-0.5 * x * x) / sqrt(2 * 
 // PyTorch's tanh gelu and its derivative, as the reference writes them (the same double for sqrt(2/pi)).
 inline constexpr double kSqrt2OverPi = 0.79788456080286541;
 inline constexpr double kGeluTanhCubic = 0.044715;
+// PyTorch's softplus threshold (beta 1): above it softplus is x and its gradient dy.
+inline constexpr double kSoftplusThreshold = 20;
 LMS_HD inline double gelu_tanh(double x) {
   return 0.5 * x * (1 + tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x)));
 }
@@ -121,7 +123,7 @@ struct Fill {
 };
 
 enum class UnaryKind : int32_t {
-  relu, gelu, gelu_tanh, silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal, exp, log, scale
+  relu, gelu, gelu_tanh, silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal, exp, log, softplus, scale
 };
 // y[i] = f(x[i]); may run in place.
 template <class T>
@@ -146,6 +148,7 @@ struct Unary {
       case UnaryKind::reciprocal: r = 1 / v; break;
       case UnaryKind::exp: r = exp(v); break;
       case UnaryKind::log: r = log(v); break;
+      case UnaryKind::softplus: r = v > kSoftplusThreshold ? v : log1p(exp(v)); break;
       case UnaryKind::scale: r = v * p0; break;
     }
     y[i] = static_cast<T>(r);
@@ -173,9 +176,11 @@ struct KeyAdvance {
   LMS_HD void operator()(int64_t) const { *key_out = static_cast<int64_t>(static_cast<uint64_t>(*key) + 1); }
 };
 
-enum class GradKind : int32_t { relu, gelu, gelu_tanh, silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal, log };
+enum class GradKind : int32_t {
+  relu, gelu, gelu_tanh, silu, hardswish, sigmoid, tanh, clamp, sqrt, reciprocal, log, softplus
+};
 // dx[i] = dy[i] * f'(at[i]) for same-shaped operands (relu_grad, sigmoid_grad, tanh_grad, sqrt_grad and
-// reciprocal_grad read y; gelu_grad, silu_grad, hardswish_grad, clamp_grad and log_grad read x).
+// reciprocal_grad read y; gelu_grad, silu_grad, hardswish_grad, clamp_grad, log_grad and softplus_grad read x).
 template <class T>
 struct ActivationGrad {
   const T* dy;
@@ -202,6 +207,7 @@ struct ActivationGrad {
       case GradKind::sqrt: r = d / (2 * v); break;
       case GradKind::reciprocal: r = -d * v * v; break;
       case GradKind::log: r = d / v; break;
+      case GradKind::softplus: r = v > kSoftplusThreshold ? d : d / (1 + exp(-v)); break;
     }
     dx[i] = static_cast<T>(r);
   }

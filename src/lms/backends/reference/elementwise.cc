@@ -1,10 +1,11 @@
 // Reference elementwise ops: relu, gelu (exact erf form or PyTorch's tanh approximation), silu, hardswish, sigmoid,
-// tanh, clamp, sqrt, reciprocal, exp, log, dropout (the mask of ops/dropout_mask.h), add and mul (NumPy broadcasting),
-// scale, bias_add, and the activation gradients relu_grad (dy where y > 0), gelu_grad (dy * (Phi(x) + x*phi(x)), or the
-// tanh form's derivative), silu_grad (dy * s * (1 + x(1-s)), s = sigmoid(x)), hardswish_grad (PyTorch's: 0 below -3, dy
-// * (x/3 + 1/2) on [-3, 3], dy above), sigmoid_grad (dy*y*(1-y)), tanh_grad (dy*(1-y*y)), clamp_grad (dy where min < x
-// < max), sqrt_grad (dy/(2y)), reciprocal_grad (-dy*y*y) and log_grad (dy/x). Each element is computed in double from
-// its operands and rounded once. Unary ops may run in place.
+// tanh, clamp, sqrt, reciprocal, exp, log, softplus, dropout (the mask of ops/dropout_mask.h), add and mul (NumPy
+// broadcasting), scale, bias_add, and the activation gradients relu_grad (dy where y > 0), gelu_grad (dy * (Phi(x) +
+// x*phi(x)), or the tanh form's derivative), silu_grad (dy * s * (1 + x(1-s)), s = sigmoid(x)), hardswish_grad
+// (PyTorch's: 0 below -3, dy * (x/3 + 1/2) on [-3, 3], dy above), sigmoid_grad (dy*y*(1-y)), tanh_grad (dy*(1-y*y)),
+// clamp_grad (dy where min < x < max), sqrt_grad (dy/(2y)), reciprocal_grad (-dy*y*y), log_grad (dy/x) and
+// softplus_grad (dy*sigmoid(x)). Each element is computed in double from its operands and rounded once. Unary ops may
+// run in place.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -26,6 +27,8 @@ Acc normal_pdf(Acc x) { return std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbe
 // PyTorch's gelu(approximate='tanh'): 0.5x(1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715x^3), and its derivative
 // 0.5(1 + tanh(u)) + 0.5x(1 - tanh(u)^2) du/dx with du/dx = sqrt(2/pi)(1 + 3*0.044715x^2).
 constexpr Acc kSqrt2OverPi = 0.79788456080286541;  // sqrt(2/pi), rounded to double
+// PyTorch's softplus threshold (beta 1): above it softplus is x and its gradient dy.
+constexpr Acc kSoftplusThreshold = 20;
 constexpr Acc kGeluTanhCubic = 0.044715;
 Acc gelu_tanh(Acc x) { return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x))); }
 Acc gelu_tanh_derivative(Acc x) {
@@ -131,6 +134,10 @@ Result<void> log(const Args& a) {
   return unary(a, [](Acc x) { return std::log(x); });
 }
 
+Result<void> softplus(const Args& a) {
+  return unary(a, [](Acc x) { return x > kSoftplusThreshold ? x : std::log1p(std::exp(x)); });
+}
+
 Result<void> clamp(const Args& a) {
   const Acc lo = a.c.f("min"), hi = a.c.f("max");
   return unary(a, [lo, hi](Acc x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); });
@@ -216,6 +223,10 @@ Result<void> reciprocal_grad(const Args& a) {
 
 Result<void> log_grad(const Args& a) {
   return pointwise2(a, [](Acc dy, Acc x) { return dy / x; });
+}
+
+Result<void> softplus_grad(const Args& a) {
+  return pointwise2(a, [](Acc dy, Acc x) { return x > kSoftplusThreshold ? dy : dy / (1 + std::exp(-x)); });
 }
 
 Result<void> clamp_grad(const Args& a) {

@@ -32,6 +32,7 @@ Result<void> sqrt(const Args& a);
 Result<void> reciprocal(const Args& a);
 Result<void> exp(const Args& a);
 Result<void> log(const Args& a);
+Result<void> softplus(const Args& a);
 Result<void> add(const Args& a);
 Result<void> mul(const Args& a);
 Result<void> scale(const Args& a);
@@ -46,6 +47,7 @@ Result<void> clamp_grad(const Args& a);
 Result<void> sqrt_grad(const Args& a);
 Result<void> reciprocal_grad(const Args& a);
 Result<void> log_grad(const Args& a);
+Result<void> softplus_grad(const Args& a);
 
 // reduce.cc
 Result<void> mean(const Args& a);

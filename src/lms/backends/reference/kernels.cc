@@ -78,6 +78,7 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::reciprocal: return r::reciprocal(a);
     case Op::exp: return r::exp(a);
     case Op::log: return r::log(a);
+    case Op::softplus: return r::softplus(a);
     case Op::add: return r::add(a);
     case Op::mul: return r::mul(a);
     case Op::scale: return r::scale(a);
@@ -117,6 +118,7 @@ Result<void> dispatch(const reference::Args& a) {
     case Op::sqrt_grad: return r::sqrt_grad(a);
     case Op::reciprocal_grad: return r::reciprocal_grad(a);
     case Op::log_grad: return r::log_grad(a);
+    case Op::softplus_grad: return r::softplus_grad(a);
     case Op::batch_norm_grad: return r::batch_norm_grad(a);
     case Op::layer_norm_grad: return r::layer_norm_grad(a);
     case Op::max_pool_grad: return r::max_pool_grad(a);
