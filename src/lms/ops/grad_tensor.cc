@@ -185,15 +185,19 @@ OpDef& grad_op(OpDef& d, std::vector<std::string_view> inputs, std::string_view 
   return d;
 }
 
+// A pointwise gradient (dy, t) -> dx of dy's type, `t` the forward's output ("y") or input ("x").
+void pointwise_grad(OpDef& d, std::string_view t, Cost (*cost)(const OpCall&, std::span<const TensorType>),
+                    std::string_view doc) {
+  grad_op(d, {"dy", t}, doc);
+  d.shape = same_type_pair;
+  d.cost = cost;
+}
+
 }  // namespace
 
 void define_grad_tensor_ops(OpTable& t) {
-  {
-    OpDef& d = grad_op(t.define(Op::relu_grad), {"dy", "y"},
-                       "gradient of relu from its output: dy where y > 0, else 0");
-    d.shape = same_type_pair;
-    d.cost = per_output_cost<kReluGradFlopsPerElement>;
-  }
+  pointwise_grad(t.define(Op::relu_grad), "y", per_output_cost<kReluGradFlopsPerElement>,
+                 "gradient of relu from its output: dy where y > 0, else 0");
   {
     OpDef& d = grad_op(t.define(Op::gelu_grad), {"dy", "x"},
                        "gradient of gelu from its input: dy * (Phi(x) + x*phi(x)), or of the tanh form");
@@ -201,51 +205,23 @@ void define_grad_tensor_ops(OpTable& t) {
     d.shape = gelu_grad_shape;
     d.cost = per_output_cost<kGeluGradFlopsPerElement>;
   }
-  {
-    OpDef& d = grad_op(t.define(Op::silu_grad), {"dy", "x"},
-                       "gradient of silu from its input: dy * s * (1 + x * (1 - s)), s = sigmoid(x)");
-    d.shape = same_type_pair;
-    d.cost = per_output_cost<kSiluGradFlopsPerElement>;
-  }
-  {
-    OpDef& d = grad_op(t.define(Op::hardswish_grad), {"dy", "x"},
-                       "gradient of hardswish from its input, PyTorch's: 0 for x < -3, dy * (x / 3 + 1/2) for "
-                       "-3 <= x <= 3, dy above");
-    d.shape = same_type_pair;
-    d.cost = per_output_cost<kHardswishGradFlopsPerElement>;
-  }
-  {
-    OpDef& d =
-        grad_op(t.define(Op::sigmoid_grad), {"dy", "y"}, "gradient of sigmoid from its output: dy * y * (1 - y)");
-    d.shape = same_type_pair;
-    d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
-  }
-  {
-    OpDef& d = grad_op(t.define(Op::tanh_grad), {"dy", "y"}, "gradient of tanh from its output: dy * (1 - y*y)");
-    d.shape = same_type_pair;
-    d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
-  }
-  {
-    OpDef& d = grad_op(t.define(Op::sqrt_grad), {"dy", "y"}, "gradient of sqrt from its output: dy / (2 y)");
-    d.shape = same_type_pair;
-    d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
-  }
-  {
-    OpDef& d = grad_op(t.define(Op::reciprocal_grad), {"dy", "y"}, "gradient of 1/x from its output: -dy * y * y");
-    d.shape = same_type_pair;
-    d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
-  }
-  {
-    OpDef& d = grad_op(t.define(Op::log_grad), {"dy", "x"}, "gradient of log from its input: dy / x");
-    d.shape = same_type_pair;
-    d.cost = per_output_cost<kFromOutputGradFlopsPerElement>;
-  }
-  {
-    OpDef& d = grad_op(t.define(Op::softplus_grad), {"dy", "x"},
-                       "gradient of softplus from its input: dy * sigmoid(x), dy above 20 (PyTorch's)");
-    d.shape = same_type_pair;
-    d.cost = per_output_cost<kSiluGradFlopsPerElement>;
-  }
+  pointwise_grad(t.define(Op::silu_grad), "x", per_output_cost<kSiluGradFlopsPerElement>,
+                 "gradient of silu from its input: dy * s * (1 + x * (1 - s)), s = sigmoid(x)");
+  pointwise_grad(t.define(Op::hardswish_grad), "x", per_output_cost<kHardswishGradFlopsPerElement>,
+                 "gradient of hardswish from its input, PyTorch's: 0 for x < -3, dy * (x / 3 + 1/2) for -3 <= x <= 3, "
+                 "dy above");
+  pointwise_grad(t.define(Op::sigmoid_grad), "y", per_output_cost<kFromOutputGradFlopsPerElement>,
+                 "gradient of sigmoid from its output: dy * y * (1 - y)");
+  pointwise_grad(t.define(Op::tanh_grad), "y", per_output_cost<kFromOutputGradFlopsPerElement>,
+                 "gradient of tanh from its output: dy * (1 - y*y)");
+  pointwise_grad(t.define(Op::sqrt_grad), "y", per_output_cost<kFromOutputGradFlopsPerElement>,
+                 "gradient of sqrt from its output: dy / (2 y)");
+  pointwise_grad(t.define(Op::reciprocal_grad), "y", per_output_cost<kFromOutputGradFlopsPerElement>,
+                 "gradient of 1/x from its output: -dy * y * y");
+  pointwise_grad(t.define(Op::log_grad), "x", per_output_cost<kFromOutputGradFlopsPerElement>,
+                 "gradient of log from its input: dy / x");
+  pointwise_grad(t.define(Op::softplus_grad), "x", per_output_cost<kSiluGradFlopsPerElement>,
+                 "gradient of softplus from its input: dy * sigmoid(x), dy above 20 (PyTorch's)");
   {
     OpDef& d = grad_op(t.define(Op::clamp_grad), {"dy", "x"},
                        "gradient of clamp from its input: dy where min < x < max, else 0 (as hardtanh and relu6)");
