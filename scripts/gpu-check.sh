@@ -127,7 +127,7 @@ $(grep -A5 '^slowest' "$txt" | tail -n +2 | cut -c1-230) ($(elapsed))"
 }
 
 # --- tests: first those that use the GPU; the rest of the suite runs last, in the time left ------------------
-gpu_tests='Cuda|AutoTraining|TflmsTraining'
+gpu_tests='Cuda|AutoTraining|TflmsTraining|BufferReuse'
 run_tests() {  # log file, time limit, ctest's selection; notes the outcome
   local log=$1 limit=$2 rc tests_line skipped failed
   shift 2

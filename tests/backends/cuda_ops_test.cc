@@ -82,7 +82,8 @@ std::vector<OpCase> own_cases() {
 }
 
 // A case as one direct call of the own kernel in host mode; `status` receives the kernels' status word.
-Result<DirectCall> run_own_call(const OpCase& c, uint64_t seed, int32_t& status, int64_t shrink = 0) {
+Result<DirectCall> run_own_call(const OpCase& c, uint64_t seed, int32_t& status, int64_t shrink = 0,
+                                bool over_input = false) {
   status = cuda::kStatusOk;
   const cuda::Launcher host{true, nullptr, &status};
   return run_direct_call(
@@ -92,7 +93,7 @@ Result<DirectCall> run_own_call(const OpCase& c, uint64_t seed, int32_t& status,
         if (!k) return fail("{} is not an own kernel", op_def(c.op).name);
         return (*k)();
       },
-      shrink);
+      shrink, over_input);
 }
 
 class CudaOwnKernelsOnHost : public ::testing::TestWithParam<OpCase> {};
@@ -110,6 +111,29 @@ TEST_P(CudaOwnKernelsOnHost, MatchReferenceBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaOwnKernelsOnHost, ::testing::ValuesIn(own_cases()), test_name);
+
+// The element functions written over their input (Note [Buffer reuse]: the planner gives such an output its
+// input's buffer) give the bits of a fresh output. On the GPU, buffer_reuse_test.cc runs them through Programs.
+class CudaOwnKernelsOverTheirInput : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaOwnKernelsOverTheirInput, GiveTheBitsOfAFreshOutput) {
+  const OpCase& c = GetParam();
+  int32_t status = -1;
+  auto got = run_own_call(c, 29, status, 0, /*over_input=*/true);
+  auto want = run_own_call(c, 29, status);
+  ASSERT_TRUE(got.has_value()) << c.name << ": " << got.error().str();
+  ASSERT_TRUE(want.has_value()) << c.name << ": " << want.error().str();
+  expect_match(c, "(own kernel over its input)", got->outputs, want->outputs, 0);
+}
+
+std::vector<OpCase> own_reusing_cases() {
+  std::vector<OpCase> cases;
+  for (OpCase& c : own_cases())
+    if (reuses_input(c)) cases.push_back(std::move(c));
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, CudaOwnKernelsOverTheirInput, ::testing::ValuesIn(own_reusing_cases()), test_name);
 
 // cuBLAS is loaded at run time, not linked (cublas_api.h): on a machine that built the cuda backend the library
 // is found and every entry point the backend calls resolves, GPU or not.

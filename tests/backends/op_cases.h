@@ -348,24 +348,53 @@ inline std::vector<HostTensor> inputs_of(const OpCase& c, uint64_t seed) {
   return data;
 }
 
+// Whether the memory planner may write the case's output over one of its inputs (OpDef::reusable_input).
+inline bool reuses_input(const OpCase& c) {
+  const int k = op_def(c.op).reusable_input;
+  if (k < 0) return false;
+  std::vector<TensorType> types;
+  for (const In& in : c.inputs) types.push_back(TensorType{in.dtype, in.shape});
+  auto out = infer_types(c.op, types, c.attrs);
+  return out && out->size() == 1 && (*out)[0].bytes() == types[static_cast<size_t>(k)].bytes() &&
+         (*out)[0].dtype == types[static_cast<size_t>(k)].dtype;
+}
+
 // Runs one case as a one-node Program on `backend` (compiled with its workspaces) with inputs drawn from
 // `seed`; returns the outputs (empty after a failure, which it reports). `kernel`, when given, receives the
-// backend's kernel_description of the case's node.
+// backend's kernel_description of the case's node. `over_input` (for reuses_input cases): the op's reusable
+// input is first copied by a reshape to its own shape, which the op reads last, so the planner writes the
+// output over that copy's buffer (Note [Buffer reuse]; checked): the kernel runs with output = input.
 inline std::vector<HostTensor> run_case(const OpCase& c, Backend& backend, uint64_t seed,
-                                        std::string* kernel = nullptr) {
+                                        std::string* kernel = nullptr, bool over_input = false) {
   Graph g(c.name);
   Builder b(g);
   std::vector<ValueId> inputs;
   std::vector<HostTensor> data = inputs_of(c, seed);
   for (size_t i = 0; i < c.inputs.size(); ++i)
     inputs.push_back(b.input(TensorType{c.inputs[i].dtype, c.inputs[i].shape}, "in" + std::to_string(i)));
-  std::vector<ValueId> outs = b.add(c.op, inputs, c.attrs, "out");
+  std::vector<ValueId> args = inputs;
+  const int k = op_def(c.op).reusable_input;
+  if (over_input) {
+    EXPECT_TRUE(reuses_input(c)) << c.name;
+    if (!reuses_input(c)) return {};
+    args[static_cast<size_t>(k)] =
+        b.op(Op::reshape, {inputs[static_cast<size_t>(k)]}, A({{"shape", L(c.inputs[static_cast<size_t>(k)].shape)}}),
+             "copy");
+  }
+  std::vector<ValueId> outs = b.add(c.op, args, c.attrs, "out");
   EXPECT_TRUE(b.ok()) << c.name << ": " << b.error()->str();
   if (!b.ok()) return {};
   g.set_outputs(outs);
   auto program = compile(g, {}, &backend);  // with the backend's kernel workspaces
   EXPECT_TRUE(program.has_value()) << c.name << ": " << program.error().str();
   if (!program) return {};
+  if (over_input) {
+    const MemoryPlan& m = program->memory();
+    const Graph& pg = program->graph();
+    const std::optional<ValueId> copy = pg.find_value("copy");
+    EXPECT_TRUE(copy && m.buffer_of_value[copy->v] == m.buffer_of_value[pg.outputs()[0].v])
+        << c.name << ": the output does not reuse the input's buffer";
+  }
   auto ex = Executor::create(*program, backend);
   EXPECT_TRUE(ex.has_value()) << c.name << ": " << ex.error().str();
   if (!ex) return {};
@@ -415,6 +444,8 @@ inline void expect_match(const OpCase& c, std::string_view how, const std::vecto
 // aliased input's buffer, as in an arena), and a workspace of `workspace` bytes, 64-byte aligned like a planned
 // buffer and filled with kPoison first (a kernel that read scratch it had not written would see garbage, not
 // zeros). `workspace_of` sees the call with types only (null data), as the planner asks; `run` the real call.
+// `over_input` (for reuses_input cases): the output is written over the op's reusable input, as a planner that
+// reuses that input's buffer has it (Note [Buffer reuse]).
 inline constexpr std::byte kPoison{0xA5};
 struct DirectCall {
   std::vector<HostTensor> outputs;
@@ -423,7 +454,7 @@ struct DirectCall {
 inline Result<DirectCall> run_direct_call(const OpCase& c, uint64_t seed,
                                           const std::function<Result<int64_t>(const KernelCall&)>& workspace_of,
                                           const std::function<Result<void>(const KernelCall&)>& run,
-                                          int64_t shrink = 0) {
+                                          int64_t shrink = 0, bool over_input = false) {
   const OpDef& def = op_def(c.op);
   Attributes attrs = LMS_TRY(normalize_attrs(def, c.attrs));
   std::vector<HostTensor> ins = inputs_of(c, seed);
@@ -434,9 +465,11 @@ inline Result<DirectCall> run_direct_call(const OpCase& c, uint64_t seed,
   for (const TensorType& t : out_types) outs.emplace_back(t);
   std::vector<TensorRef> in_refs, out_refs, in_types_only, out_types_only;
   for (HostTensor& t : ins) in_refs.push_back({&t.type, t.data.data()});
+  if (over_input && !reuses_input(c)) return fail("{} does not write over an input", c.name);
+  const auto reused = static_cast<size_t>(def.reusable_input);
   for (size_t o = 0; o < outs.size(); ++o) {
     void* p = o < def.aliases.size() ? in_refs[static_cast<size_t>(def.aliases[o])].data : outs[o].data.data();
-    out_refs.push_back({&outs[o].type, p});
+    out_refs.push_back({&outs[o].type, over_input ? in_refs[reused].data : p});
   }
   for (const TensorRef& r : in_refs) in_types_only.push_back({r.type, nullptr});
   for (const TensorRef& r : out_refs) out_types_only.push_back({r.type, nullptr});
@@ -450,6 +483,7 @@ inline Result<DirectCall> run_direct_call(const OpCase& c, uint64_t seed,
   LMS_TRY_VOID(run(KernelCall{c.op, &attrs, in_refs, out_refs, ws, given}));
   for (size_t o = 0; o < outs.size(); ++o)
     if (o < def.aliases.size()) outs[o].data = ins[static_cast<size_t>(def.aliases[o])].data;
+  if (over_input) outs[0].data = ins[reused].data;
   result.outputs = std::move(outs);
   return result;
 }

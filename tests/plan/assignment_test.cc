@@ -187,14 +187,15 @@ TEST(Assignment, NamesRoundTrip) {
 
 // A chain in, out of position order: node i produces buffer i of sizes[i] units of kArenaAlignment bytes,
 // read by node i + 1 only (no shape rules apply: the planner reads only edges, sizes and traits); the first
-// is an input, the last the graph output. So buffer i lives over [i, i + 1].
+// is an input, the last the graph output. So buffer i lives over [i, i + 1]. The nodes are one-input concats,
+// which never write over their input's buffer (a relu of the same size would, Note [Buffer reuse]).
 Graph chain(const std::vector<int64_t>& units) {
   Graph g("chain");
   std::optional<ValueId> prev;
   for (size_t i = 0; i < units.size(); ++i) {
     std::vector<TensorType> types = {TensorType{DType::f32, {units[i] * kArenaAlignment / 4}}};
     std::vector<std::string> names = {fmt::format("b{}", i)};
-    NodeId n = g.add_node(i == 0 ? Op::input : Op::relu, {}, types, names);
+    NodeId n = g.add_node(i == 0 ? Op::input : Op::concat, {}, types, names);
     if (prev) g.set_inputs(n, {*prev});
     prev = g.node(n).outputs.front();
   }

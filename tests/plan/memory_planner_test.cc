@@ -6,6 +6,7 @@
 // graph, the exact lower bound, peak op, minimum budget and the budget error's wording.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "lms/ir/builder.h"
@@ -49,7 +50,10 @@ Graph random_graph(std::mt19937& rng, int num_nodes) {
       params.push_back(p);
       device_values.push_back(p);
     } else if (kind <= 4) {
-      device_values.push_back(add(Op::relu, {pick(device_values)}, size(rng)));
+      // Half the time of its input's size: its buffer may be reused (Note [Buffer reuse]).
+      const ValueId in = pick(device_values);
+      const bool same = std::uniform_int_distribution<int>(0, 1)(rng) == 1;
+      device_values.push_back(add(Op::relu, {in}, same ? g.value(in).type.shape[0] : size(rng)));
     } else if (kind <= 6) {
       int k = std::uniform_int_distribution<int>(2, 4)(rng);
       std::vector<ValueId> ins;
@@ -78,50 +82,52 @@ Graph random_graph(std::mt19937& rng, int num_nodes) {
   return g;
 }
 
-// Replays the schedule on arenas of owner tags: at the start the inputs and persistent buffers are written;
-// each node first checks that every buffer it reads still carries its own tag, then writes its fresh outputs.
-// After the last node, graph outputs and persistent buffers must be intact. Returns the first violation.
+// Replays the schedule on arenas of owner tags (a value's storage root id; a workspace: -2 - its node): at the
+// start the inputs and persistent buffers are written; each node first checks that every value it reads still
+// carries its own tag, then writes its fresh outputs. After the last node, graph outputs and persistent
+// buffers must be intact. An output written over an input's buffer (Note [Buffer reuse]) may overwrite that
+// input alone, and only at its last reader: any later read of it finds the output's tag. Returns the first
+// violation.
 std::string simulate(const Graph& g, const MemoryPlan& plan) {
   std::vector<int32_t> device(plan.device_arena_bytes, -1), host(plan.host_arena_bytes, -1);
   auto arena = [&](const PlannedBuffer& b) -> std::vector<int32_t>& {
     return b.life.placement == Placement::device ? device : host;
   };
-  auto write = [&](int32_t idx) {
-    const PlannedBuffer& b = plan.buffers[idx];
-    for (int64_t i = 0; i < b.life.bytes; ++i) arena(b)[b.offset + i] = idx;
+  auto fill = [&](const PlannedBuffer& b, int32_t tag) {
+    for (int64_t i = 0; i < b.life.bytes; ++i) arena(b)[b.offset + i] = tag;
   };
-  auto intact = [&](ValueId v) {
-    int32_t idx = plan.buffer_of_value[v.v];
-    const PlannedBuffer& b = plan.buffers[idx];
+  auto holds = [&](const PlannedBuffer& b, int32_t tag) {
     for (int64_t i = 0; i < b.life.bytes; ++i)
-      if (arena(b)[b.offset + i] != idx) return false;
+      if (arena(b)[b.offset + i] != tag) return false;
     return true;
   };
-  for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].life.persistent || plan.buffers[i].life.input) write(static_cast<int32_t>(i));
-  auto buffer_intact = [&](int32_t idx) {
-    const PlannedBuffer& b = plan.buffers[idx];
-    for (int64_t i = 0; i < b.life.bytes; ++i)
-      if (arena(b)[b.offset + i] != idx) return false;
-    return true;
-  };
+  auto tag = [&](ValueId v) { return static_cast<int32_t>(g.storage_root(v).v); };
+  auto intact = [&](ValueId v) { return holds(plan.of(v), tag(v)); };
+  for (const PlannedBuffer& b : plan.buffers)
+    if (b.life.persistent || b.life.input) fill(b, static_cast<int32_t>(b.life.root.v));
   for (NodeId n : g.node_ids()) {
     const std::string at = " node #" + std::to_string(n.v);
     for (ValueId v : g.node(n).inputs)
       if (!intact(v)) return "%" + g.value(v).name + " was overwritten before" + at + " read it";
     // The node's workspace and fresh outputs are written while its inputs must stay intact.
     const PlannedBuffer* ws = plan.workspace(n);
-    if (ws) write(plan.workspace_of_node[n.v]);
+    const auto ws_tag = -2 - static_cast<int32_t>(n.v);
+    if (ws) fill(*ws, ws_tag);
     for (ValueId v : g.node(n).outputs)
-      if (g.storage_root(v) == v && !g.def(n).traits.source) write(plan.buffer_of_value[v.v]);
-    if (ws && !buffer_intact(plan.workspace_of_node[n.v])) return "the workspace of" + at + " shares an output's space";
-    for (ValueId v : g.node(n).inputs)
-      if (!intact(v)) return "%" + g.value(v).name + " was overwritten while" + at + " ran";
+      if (g.storage_root(v) == v && !g.def(n).traits.source) fill(plan.of(v), tag(v));
+    if (ws && !holds(*ws, ws_tag)) return "the workspace of" + at + " shares an output's space";
+    for (ValueId v : g.node(n).inputs) {
+      const bool reused = std::ranges::any_of(g.node(n).outputs, [&](ValueId o) {
+        return g.storage_root(o) == o && plan.buffer_of_value[o.v] == plan.buffer_of_value[v.v];
+      });
+      if (!reused && !intact(v)) return "%" + g.value(v).name + " was overwritten while" + at + " ran";
+    }
   }
   for (ValueId v : g.outputs())
     if (!intact(v)) return "output %" + g.value(v).name + " was overwritten";
-  for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].life.persistent && !intact(plan.buffers[i].life.root)) return "a persistent buffer was overwritten";
+  for (const PlannedBuffer& b : plan.buffers)
+    if (b.life.persistent && !holds(b, static_cast<int32_t>(b.life.root.v)))
+      return "a persistent buffer was overwritten";
   return "";
 }
 
@@ -135,15 +141,22 @@ std::vector<int64_t> random_workspaces(std::mt19937& rng, const Graph& g) {
 
 TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
   std::mt19937 rng(12345);
+  int reused = 0;
   for (int trial = 0; trial < 200; ++trial) {
     Graph g = random_graph(rng, 5 + trial % 60);
     ASSERT_TRUE(check_schedule_order(g).has_value()) << trial;
-    // Half the trials give nodes workspaces.
+    // Half the trials give nodes workspaces; a third give every value a buffer of its own.
     const std::vector<int64_t> workspaces = trial % 2 ? random_workspaces(rng, g) : std::vector<int64_t>{};
+    const bool reuse = trial % 3 != 0;
     for (Assignment a : kAllAssignments) {
-      auto plan = plan_memory(g, PlanOptions{.assignment = a, .workspace_bytes = workspaces});
+      auto plan = plan_memory(g, PlanOptions{.assignment = a, .workspace_bytes = workspaces, .reuse_buffers = reuse});
       ASSERT_TRUE(plan.has_value()) << plan.error().str();
       EXPECT_EQ(simulate(g, *plan), "") << "trial " << trial << " " << assignment_name(a);
+      for (uint32_t v = 0; v < g.num_values(); ++v)
+        if (g.storage_root(ValueId{v}) == ValueId{v} && plan->of(ValueId{v}).life.root != ValueId{v}) {
+          EXPECT_TRUE(reuse) << "trial " << trial;
+          reused += a == Assignment::greedy_by_size;
+        }
 
       int64_t top_device = 0, raw_persistent = 0;
       for (const PlannedBuffer& b : plan->buffers) {
@@ -174,11 +187,12 @@ TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
       EXPECT_GE(plan->device_arena_bytes, plan->lower_bound_bytes);
       EXPECT_GE(plan->lower_bound_bytes, plan->min_budget_bytes);
 
-      auto again = plan_memory(g, PlanOptions{.assignment = a, .workspace_bytes = workspaces});
+      auto again = plan_memory(g, PlanOptions{.assignment = a, .workspace_bytes = workspaces, .reuse_buffers = reuse});
       ASSERT_TRUE(again.has_value());
       for (size_t i = 0; i < plan->buffers.size(); ++i) EXPECT_EQ(plan->buffers[i].offset, again->buffers[i].offset);
     }
   }
+  EXPECT_GT(reused, 50) << "the random graphs must exercise buffer reuse";
 }
 
 // Reuse across streams: whenever a buffer's space held an earlier buffer, every node that touched the earlier
@@ -261,9 +275,11 @@ struct Chain {
   }
 };
 
+const PlanOptions kOwnBuffers{.reuse_buffers = false};  // every value a buffer of its own
+
 TEST(MemoryPlanner, ChainNumbers) {
   Chain ch;
-  auto plan = plan_memory(ch.g);
+  auto plan = plan_memory(ch.g, kOwnBuffers);
   ASSERT_TRUE(plan.has_value()) << plan.error().str();
   // At %d: w (4000) + p (4000, read later by s2) + c (8000) + d (8000); a died at c, x at a.
   EXPECT_EQ(plan->lower_bound_bytes, 24000);
@@ -285,7 +301,7 @@ TEST(MemoryPlanner, WorkspacesArePlannedBuffersLiveOnlyAtTheirNode) {
   const NodeId d = ch.g.value(ch.d).producer;
   std::vector<int64_t> ws(ch.g.num_nodes(), 0);
   ws[d.v] = 5000;
-  auto plan = plan_memory(ch.g, PlanOptions{.workspace_bytes = ws});
+  auto plan = plan_memory(ch.g, PlanOptions{.workspace_bytes = ws, .reuse_buffers = false});
   ASSERT_TRUE(plan.has_value()) << plan.error().str();
   const PlannedBuffer* b = plan->workspace(d);
   ASSERT_NE(b, nullptr);
@@ -304,18 +320,19 @@ TEST(MemoryPlanner, WorkspacesArePlannedBuffersLiveOnlyAtTheirNode) {
   EXPECT_EQ(program->workspace(d)->bytes, 5000);
 
   ws.pop_back();
-  auto wrong = plan_memory(ch.g, PlanOptions{.workspace_bytes = ws});
+  auto wrong = plan_memory(ch.g, PlanOptions{.workspace_bytes = ws, .reuse_buffers = false});
   ASSERT_FALSE(wrong.has_value());
   EXPECT_NE(wrong.error().str().find("workspace sizes given for a graph of"), std::string::npos);
 }
 
 TEST(MemoryPlanner, BudgetBelowPeakFailsNamingPeakBudgetAndOp) {
   Chain ch;
-  auto fits = plan_memory(ch.g);
+  auto fits = plan_memory(ch.g, kOwnBuffers);
   ASSERT_TRUE(fits.has_value());
   const int64_t peak = fits->device_arena_bytes;
-  EXPECT_TRUE(plan_memory(ch.g, PlanOptions{.budget_bytes = peak}).has_value()) << "a budget equal to the peak fits";
-  auto r = plan_memory(ch.g, PlanOptions{.budget_bytes = peak - 1});
+  EXPECT_TRUE(plan_memory(ch.g, PlanOptions{.budget_bytes = peak, .reuse_buffers = false}).has_value())
+      << "a budget equal to the peak fits";
+  auto r = plan_memory(ch.g, PlanOptions{.budget_bytes = peak - 1, .reuse_buffers = false});
   ASSERT_FALSE(r.has_value());
   const std::string msg = r.error().str();
   EXPECT_EQ(msg.rfind("does not fit: planned peak ", 0), 0u) << msg;
@@ -331,10 +348,73 @@ TEST(MemoryPlanner, BudgetBelowPeakFailsNamingPeakBudgetAndOp) {
             std::string::npos)
       << msg;
 
-  auto tiny = plan_memory(ch.g, PlanOptions{.budget_bytes = 1024});
+  auto tiny = plan_memory(ch.g, PlanOptions{.budget_bytes = 1024, .reuse_buffers = false});
   ASSERT_FALSE(tiny.has_value());
   EXPECT_NE(tiny.error().str().find("> budget 1.0 KiB"), std::string::npos) << tiny.error().str();
-  EXPECT_FALSE(plan_memory(ch.g, PlanOptions{.budget_bytes = -1}).has_value());
+  EXPECT_FALSE(plan_memory(ch.g, PlanOptions{.budget_bytes = -1, .reuse_buffers = false}).has_value());
+}
+
+// Note [Buffer reuse] on the chain: d = relu(c) is c's last reader, so d is written over c's buffer (and the
+// scalar loss over s1's); a = relu(x) is not (x is a graph input), nor p = a * w (a is read later by c). The
+// lower bound falls from 24000 at %d to 20000 at %c (w, a, p, c), the hard minimum from c + d to a + c.
+TEST(MemoryPlanner, OutputsTakeTheBufferOfAnInputTheyReadLast) {
+  Chain ch;
+  auto plan = plan_memory(ch.g);
+  ASSERT_TRUE(plan.has_value()) << plan.error().str();
+  EXPECT_EQ(plan->buffer_of_value[ch.d.v], plan->buffer_of_value[ch.c.v]);
+  EXPECT_EQ(plan->of(ch.d).life.root, ch.c);
+  EXPECT_EQ(plan->of(ch.d).life.first, static_cast<int>(ch.g.value(ch.c).producer.v));
+  EXPECT_EQ(plan->of(ch.d).life.last, static_cast<int>(ch.g.value(ch.d).consumers[0].v));
+  EXPECT_NE(plan->buffer_of_value[ch.a.v], plan->buffer_of_value[ch.x.v]);
+  EXPECT_NE(plan->buffer_of_value[ch.p.v], plan->buffer_of_value[ch.a.v]);
+  EXPECT_EQ(plan->of(ch.loss).life.last, plan->num_positions - 1);
+  EXPECT_EQ(plan->lower_bound_bytes, 20000);
+  EXPECT_EQ(plan->peak_position, static_cast<int>(ch.g.value(ch.c).producer.v));
+  EXPECT_EQ(plan->min_budget_bytes, 4000 + 12000);
+  EXPECT_EQ(simulate(ch.g, *plan), "");
+  auto program = build_program(ch.g, *plan);
+  ASSERT_TRUE(program.has_value()) << program.error().str();
+  EXPECT_TRUE(check_program_races(*program).has_value());
+  auto own = plan_memory(ch.g, kOwnBuffers);
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(own->buffers.size(), plan->buffers.size() + 2);  // d and loss have their own
+}
+
+// Where a buffer is not reused: an input a copy reads (a swap-out may still be reading it on its stream), a
+// graph output, one read again later, a parameter, a host value, and an output of other bytes (a reshape
+// keeps the bytes, a relu of a slice cannot be written over the whole).
+TEST(MemoryPlanner, BuffersAreNotReusedWhereAnotherReaderCouldSeeTheWrite) {
+  Graph g;
+  Builder b(g);
+  const TensorType t{DType::f32, {64}};
+  ValueId x = b.input(t, "x");
+  ValueId w = b.param(t, "w", "ones");
+  ValueId a = b.op(Op::relu, {x}, {}, "a");
+  ValueId h = b.op(Op::swap_out, {a}, {}, "h");
+  ValueId a2 = b.op(Op::relu, {a}, {}, "a2");  // a's last reader, but a copy reads a
+  ValueId r = b.op(Op::reshape, {a2}, attrs({{"shape", IntList{8, 8}}}), "r");  // reuses a2
+  ValueId m = b.op(Op::mul, {w, w}, {}, "m");  // w is a parameter
+  ValueId s = b.op(Op::slice, {m}, attrs({{"axis", int64_t{0}}, {"start", int64_t{0}}, {"end", int64_t{32}}}), "s");
+  ValueId s2 = b.op(Op::relu, {s}, {}, "s2");  // reuses s (same bytes)
+  ValueId back = b.op(Op::swap_in, {h}, {}, "back");
+  ValueId o = b.op(Op::add, {back, m}, {}, "o");  // reuses back (swap_in's output, read only here)
+  ValueId keep = b.op(Op::relu, {o}, {}, "keep");  // o is a graph output
+  ASSERT_TRUE(b.ok()) << b.error()->str();
+  g.set_outputs({o, keep, r, s2});
+  auto plan = plan_memory(g);
+  ASSERT_TRUE(plan.has_value()) << plan.error().str();
+  auto buffer = [&](ValueId v) { return plan->buffer_of_value[v.v]; };
+  EXPECT_NE(buffer(a), buffer(x));
+  EXPECT_NE(buffer(a2), buffer(a));
+  EXPECT_EQ(buffer(r), buffer(a2));
+  EXPECT_NE(buffer(m), buffer(w));
+  EXPECT_EQ(buffer(s2), buffer(s));
+  EXPECT_EQ(buffer(o), buffer(back));
+  EXPECT_NE(buffer(keep), buffer(o));
+  EXPECT_EQ(simulate(g, *plan), "");
+  auto program = build_program(g, *plan);
+  ASSERT_TRUE(program.has_value()) << program.error().str();
+  EXPECT_TRUE(check_program_races(*program).has_value());
 }
 
 TEST(MemoryPlanner, InPlaceUpdatesShareTheirParameterBuffer) {

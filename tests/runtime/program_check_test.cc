@@ -37,9 +37,14 @@ Graph swap_graph() {
 }
 
 TEST(ProgramRaces, BuiltProgramsAreRaceFreeAndEveryMissingWaitIsCaught) {
-  auto program = compile(swap_graph());
+  // Every value in a buffer of its own: with r written over d's buffer (Note [Buffer reuse]) the mean lands on
+  // the swap-out's space and waits for it, which r's wait for the swap-in already implies.
+  auto program = compile(swap_graph(), PlanOptions{.reuse_buffers = false});
   ASSERT_TRUE(program.has_value()) << program.error().str();
   ASSERT_TRUE(check_program_races(*program).has_value()) << check_program_races(*program).error().str();
+  auto reused = compile(swap_graph());
+  ASSERT_TRUE(reused.has_value()) << reused.error().str();
+  EXPECT_TRUE(check_program_races(*reused).has_value()) << check_program_races(*reused).error().str();
   // A node's waits may overlap (waiting for a swap-in implies its swap-out finished), so dropping one of
   // several can be harmless; dropping all of a node's waits never is.
   int waits = 0;
@@ -78,6 +83,36 @@ TEST(ProgramRaces, ReuseWithoutWaitingForAnotherStreamsReaderIsCaught) {
     }
   }
   EXPECT_TRUE(found) << "some compute node must reuse a's space after the swap-out";
+}
+
+// The planner never writes an output over a buffer a copy reads (Note [Buffer reuse]): a swap-out may still be
+// reading it. A plan forged to do so, b = relu(a) written over a while a is being swapped out, is a race the
+// check names.
+TEST(ProgramRaces, WritingOverABufferACopyStillReadsIsCaught) {
+  Graph g("forged");
+  Builder b(g);
+  const TensorType t{DType::f32, {64}};
+  ValueId x = b.input(t, "x");
+  ValueId a = b.op(Op::relu, {x}, {}, "a");
+  ValueId h = b.op(Op::swap_out, {a}, {}, "h");
+  ValueId r = b.op(Op::relu, {a}, {}, "b");
+  ValueId back = b.op(Op::swap_in, {h}, {}, "back");
+  ValueId s = b.op(Op::add, {r, back}, {}, "s");
+  ASSERT_TRUE(b.ok()) << b.error()->str();
+  g.set_outputs({s});
+  auto plan = plan_memory(g);
+  ASSERT_TRUE(plan.has_value()) << plan.error().str();
+  ASSERT_NE(plan->buffer_of_value[r.v], plan->buffer_of_value[a.v]) << "the planner must not reuse a";
+  MemoryPlan forged = *plan;
+  const int32_t into = forged.buffer_of_value[a.v];
+  forged.buffers[static_cast<size_t>(into)].life.last = forged.of(r).life.last;
+  forged.buffer_of_value[r.v] = into;
+  auto program = build_program(g, forged);
+  ASSERT_TRUE(program.has_value()) << program.error().str();
+  auto races = check_program_races(*program);
+  ASSERT_FALSE(races.has_value());
+  EXPECT_NE(races.error().str().find("writes %b over %a without waiting for %h"), std::string::npos)
+      << races.error().str();
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // (fixed parameters force the swaps even where everything fits), on the reference backend and on the cpu
 // backend (whose copies run on their own stream threads), and on the cuda backend when a GPU is present. Under a budget the no-swap plan exceeds, the searched
 // plan fits, the measured peak stays within it, and the losses are still those of the unconstrained run. The
-// same for auto (its swaps and recomputations, and the segments that remake block outputs).
+// same for auto (its swaps and recomputations, and the segments that remake block outputs), and for outputs
+// written over their inputs' buffers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -181,6 +182,30 @@ TEST(AutoTraining, UnderABudgetSwapsAndRecomputationsAreBitIdentical) {
           expect_identical(r, base, what);
         }
       }
+    }
+  }
+}
+
+// Outputs written over the buffers of inputs they read last (Note [Buffer reuse]) change where values live,
+// never what is computed: losses and parameters are those of a plan that gives every value a buffer of its own,
+// the planned peak is no higher (lower for the GPT, whose activations outweigh its parameters; the small MLP and
+// the 8x8 resnet18 peak where their parameters' gradients are made, with nothing to reuse), and the measured
+// peak is the planned one.
+TEST(BufferReuseTraining, GivesTheBitsOfOwnBuffers) {
+  for (const Case& c : {mlp(), resnet(), gpt()}) {
+    for (const std::string& device : training_devices()) {
+      TrainOptions own;
+      own.reuse_buffers = false;
+      const TrainReport base = train_case(c, device, own);
+      const TrainReport r = train_case(c, device, TrainOptions{});
+      const std::string what = c.model + " on " + device;
+      EXPECT_LE(r.planned_peak_bytes, base.planned_peak_bytes) << what;
+      if (c.model == "gpt") {
+        EXPECT_LT(r.planned_peak_bytes, base.planned_peak_bytes) << what;
+      }
+      EXPECT_EQ(r.peak_device_bytes, r.planned_peak_bytes) << what << ": measured";
+      EXPECT_EQ(base.peak_device_bytes, base.planned_peak_bytes) << what << ": measured, own buffers";
+      expect_identical(r, base, what);
     }
   }
 }

@@ -82,6 +82,7 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   o.on_trial = planning.on_trial;
   o.device_model = planning.device_model;
   o.measured = planning.measured;
+  o.reuse_buffers = planning.reuse_buffers;
   const BackendOptions backend = LMS_TRY(backend_options(c.planning.tf32, c.planning.backend, c.device));
   o.allow_tf32 = backend.allow_tf32;
   o.max_workspace_bytes = backend.max_workspace_bytes;

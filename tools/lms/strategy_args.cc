@@ -31,6 +31,9 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
   app->add_flag("--tf32", a.tf32,
                 "cuda: run f32 convolutions and matmuls on TF32 tensor cores (faster, not bit-comparable with the "
                 "reference) and predict with the device model's TF32 rate");
+  app->add_flag("--no-buffer-reuse", a.no_buffer_reuse,
+                "Give every tensor a buffer of its own: no element-wise op, softmax or reshape writes its output over "
+                "an input it reads last (docs/planner.md \"Buffers and liveness\"; for comparisons)");
   add_backend_options(app, a.backend);
   app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, every round of auto's search, and every size maxbatch/maxres probes (on stderr)");
 }
@@ -76,6 +79,7 @@ Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_
     o.tflms_fixed = LMS_TRY(parse_tflms_params(a.tflms_params));
   }
   if (a.verbose) o.on_trial = print_trial, o.on_auto_round = print_auto_round;
+  o.reuse_buffers = !a.no_buffer_reuse;
   if (!a.device_model.empty()) {
     auto m = device_model(a.device_model);
     if (!m) return wrap("--device-model", m.error());

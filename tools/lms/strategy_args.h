@@ -29,6 +29,7 @@ struct StrategyArgs {
   std::string strategy = "none";
   std::string tflms_params;   // --tflms-params T,A,G,S (empty: search)
   bool verbose = false;       // --verbose: every parameter set the tflms search tries
+  bool no_buffer_reuse = false;  // --no-buffer-reuse: no output written over a dying input's buffer
   bool tf32 = false;          // --tf32: cuda's f32 convolutions and matmuls on TF32 tensor cores, predicted so
   BackendFlags backend;          // --cuda-workspace, --cuda-conv-gemm, --cpu-layouts
   std::string device_model;   // --device-model NAME: the device auto plans for and times are predicted on
@@ -37,7 +38,7 @@ struct StrategyArgs {
 };
 
 // Adds --budget (required when `budget_required`), --host-budget, --strategy, --tflms-params, --verbose,
-// --device-model, --profile, --tf32, --cuda-workspace, --cuda-conv-gemm.
+// --device-model, --profile, --tf32, --no-buffer-reuse, --cuda-workspace, --cuda-conv-gemm.
 void add_strategy_options(CLI::App* app, StrategyArgs& args, bool budget_required);
 
 // The options the flags ask for (workspaces are the caller's). The device model is --device-model's, or for

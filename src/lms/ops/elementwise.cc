@@ -86,6 +86,7 @@ void elementwise(OpDef& d, std::vector<std::string_view> inputs, Result<std::vec
   d.inputs = std::move(inputs);
   d.outputs = {"out"};
   d.traits.recomputable = true;
+  d.reusable_input = 0;
   d.shape = shape;
   d.cost = cost;
   d.grad = grad;

@@ -189,6 +189,7 @@ OpDef& grad_op(OpDef& d, std::vector<std::string_view> inputs, std::string_view 
 void pointwise_grad(OpDef& d, std::string_view t, Cost (*cost)(const OpCall&, std::span<const TensorType>),
                     std::string_view doc) {
   grad_op(d, {"dy", t}, doc);
+  d.reusable_input = 0;
   d.shape = same_type_pair;
   d.cost = cost;
 }
@@ -202,6 +203,7 @@ void define_grad_tensor_ops(OpTable& t) {
     OpDef& d = grad_op(t.define(Op::gelu_grad), {"dy", "x"},
                        "gradient of gelu from its input: dy * (Phi(x) + x*phi(x)), or of the tanh form");
     d.attrs = {kGeluApproximateAttr};
+    d.reusable_input = 0;  // dy
     d.shape = gelu_grad_shape;
     d.cost = per_output_cost<kGeluGradFlopsPerElement>;
   }
@@ -226,6 +228,7 @@ void define_grad_tensor_ops(OpTable& t) {
     OpDef& d = grad_op(t.define(Op::clamp_grad), {"dy", "x"},
                        "gradient of clamp from its input: dy where min < x < max, else 0 (as hardtanh and relu6)");
     d.attrs = {kClampMinAttr, kClampMaxAttr};
+    d.reusable_input = 0;  // dy
     d.shape = clamp_grad_shape;
     d.cost = per_output_cost<kReluGradFlopsPerElement>;
   }
@@ -233,6 +236,7 @@ void define_grad_tensor_ops(OpTable& t) {
     OpDef& d = grad_op(t.define(Op::softmax_grad), {"dy", "y"},
                        "gradient of softmax from its output: y * (dy - sum(dy*y, axis)); causal masks give y = 0");
     d.attrs = {{"axis", AttrKind::Int, std::nullopt, "the forward's axis; negative counts from the end"}};
+    d.reusable_input = 0;  // dy
     d.shape = softmax_grad_shape;
     d.cost = per_output_cost<kSoftmaxGradFlopsPerElement>;
   }

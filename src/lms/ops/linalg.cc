@@ -190,6 +190,7 @@ void define_linalg_ops(OpTable& t) {
   {
     OpDef& d = basic(t.define(Op::reshape), {"x"}, "the same elements in row-major order with a new shape");
     d.attrs = {{"shape", AttrKind::IntList, std::nullopt, "the new shape; one entry may be -1 (inferred)"}};
+    d.reusable_input = 0;
     d.shape = reshape_shape;
     d.cost = movement_cost;
     d.grad = autodiff::grad_reshape;
@@ -227,6 +228,7 @@ void define_linalg_ops(OpTable& t) {
         {"causal", AttrKind::Bool, Attribute{false},
          "mask [..., i, j] with j > i (as -inf); needs axis last, rank >= 2, rows <= columns"},
     };
+    d.reusable_input = 0;
     d.shape = softmax_shape;
     d.cost = softmax_cost;
     d.grad = autodiff::grad_softmax;

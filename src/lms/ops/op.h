@@ -75,6 +75,9 @@ struct OpDef {
   std::vector<AttrSpec> attrs;
   Traits traits;
   std::vector<int> aliases;                     // in_place ops: output i aliases input aliases[i] (-1: fresh)
+  int reusable_input = -1;  // the memory planner may give the (single) output this input's buffer when the op
+                            // is that input's last reader and both have the same bytes (plan/liveness.h); every
+                            // backend's kernel reads element i of it before writing element i. -1: never
   Placement input_placement = Placement::device;   // where every input must live
   Placement output_placement = Placement::device;  // where every output lives
   ShapeFn shape = nullptr;

@@ -7,7 +7,54 @@
 
 namespace lms {
 
-Result<Liveness> compute_liveness(const Graph& g, std::span<const int64_t> workspace_bytes) {
+namespace {
+
+// Note [Buffer reuse]: each reusing op's output joins its input's buffer, in schedule order (so chains join
+// one buffer); then the buffers left are renumbered in order.
+void reuse_buffers(const Graph& g, Liveness& lv) {
+  const size_t count = lv.buffers.size();
+  std::vector<int32_t> joined(count);  // the buffer each one joined (itself: none)
+  std::vector<bool> closed(count, false);  // a copy reads it, or it is a graph output: never reused
+  for (size_t b = 0; b < count; ++b) joined[b] = static_cast<int32_t>(b);
+  for (NodeId n : g.node_ids())
+    if (g.def(n).traits.is_copy)
+      for (ValueId v : g.node(n).inputs) closed[lv.buffer_of_value[v.v]] = true;
+  for (ValueId v : g.outputs()) closed[lv.buffer_of_value[v.v]] = true;
+  auto holder = [&](int32_t b) {
+    while (joined[b] != b) b = joined[b];
+    return b;
+  };
+  for (NodeId n : g.node_ids()) {
+    const Node& node = g.node(n);
+    const int k = g.def(n).reusable_input;
+    if (k < 0 || k >= static_cast<int>(node.inputs.size()) || node.outputs.size() != 1) continue;
+    const ValueId out = node.outputs[0], in = node.inputs[k];
+    if (g.storage_root(out) != out || g.value(out).type.dtype != g.value(in).type.dtype) continue;
+    const int32_t from = lv.buffer_of_value[out.v], to = holder(lv.buffer_of_value[in.v]);
+    BufferLife& a = lv.buffers[to];
+    const BufferLife& o = lv.buffers[from];
+    const int pos = static_cast<int>(n.v);
+    if (a.placement != Placement::device || o.placement != Placement::device || a.persistent || a.input ||
+        closed[to] || a.last != pos || o.first != pos || a.bytes != o.bytes)
+      continue;
+    a.last = o.last;
+    closed[to] = closed[from];
+    joined[from] = to;
+  }
+  std::vector<int32_t> index(count, -1);
+  std::vector<BufferLife> kept;
+  for (size_t b = 0; b < count; ++b) {
+    if (joined[b] != static_cast<int32_t>(b)) continue;
+    index[b] = static_cast<int32_t>(kept.size());
+    kept.push_back(lv.buffers[b]);
+  }
+  for (int32_t& b : lv.buffer_of_value) b = index[holder(b)];
+  lv.buffers = std::move(kept);
+}
+
+}  // namespace
+
+Result<Liveness> compute_liveness(const Graph& g, std::span<const int64_t> workspace_bytes, bool reuse) {
   LMS_TRY_VOID(check_schedule_order(g));
   if (!workspace_bytes.empty() && workspace_bytes.size() != g.num_nodes())
     return fail("liveness: {} workspace sizes given for a graph of {} nodes", workspace_bytes.size(), g.num_nodes());
@@ -52,6 +99,7 @@ Result<Liveness> compute_liveness(const Graph& g, std::span<const int64_t> works
     for (ValueId v : g.node(node).outputs) touch(v);
   }
   for (ValueId v : g.outputs()) lv.buffers[lv.buffer_of_value[v.v]].last = end;
+  if (reuse) reuse_buffers(g, lv);
 
   lv.workspace_of_node.assign(g.num_nodes(), -1);
   for (size_t i = 0; i < workspace_bytes.size(); ++i) {

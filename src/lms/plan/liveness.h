@@ -9,7 +9,18 @@
 //   - a node's workspace (scratch space its kernel needs, e.g. a oneDNN scratchpad: bytes given per node by the
 //     backend) is a device buffer of its own, live only at that node's position.
 // Intervals are inclusive: an op's inputs and outputs are all live at its position, so an output never shares
-// space with an input unless the op declares the alias.
+// space with an input unless the op declares the alias, or (Note [Buffer reuse]) the op may write over that input
+// (OpDef::reusable_input) and is the last node touching its buffer: the output is then written into the same
+// buffer, which lives on to the output's last toucher (one buffer holds x, relu(x), then relu(x) + y, ...).
+//
+// Note [Buffer reuse]
+// An op with OpDef::reusable_input = k and one output takes the buffer B of its input k when: the output is a
+// fresh storage root with that input's dtype and bytes; B is a device buffer, not persistent, not a graph input
+// or output; the op is B's last toucher in schedule order; and no copy op reads anything B holds. Every other
+// reader then runs before the op on the compute stream, in order (a swap-out on a copy stream could still be
+// reading when the op writes, so a buffer a copy reads is never reused). Each backend's kernel for such an op
+// reads element i before writing element i, so the values are those of a fresh buffer, bit for bit
+// (tests/backends/in_place_test.cc). Undone by `reuse = false`.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +33,8 @@
 namespace lms {
 
 struct BufferLife {
-  ValueId root;                          // the storage root (its producer allocates the buffer); invalid for a
-                                         // workspace
+  ValueId root;                          // the storage root (its producer allocates the buffer; later values
+                                         // written over it, Note [Buffer reuse], follow); invalid for a workspace
   NodeId writer;                         // the node that first writes it: the root's producer, or the node
                                          // whose workspace it is
   bool workspace = false;                // scratch space of `writer`, live only while it runs
@@ -36,7 +47,8 @@ struct BufferLife {
 };
 
 struct Liveness {
-  std::vector<BufferLife> buffers;       // one per storage root, in root value-id order
+  std::vector<BufferLife> buffers;       // one per storage root that does not reuse another's buffer, in root
+                                         // value-id order, then the workspaces
   std::vector<int32_t> buffer_of_value;  // index into `buffers`, by ValueId (every value has one)
   std::vector<int32_t> workspace_of_node;  // index into `buffers`, by NodeId; -1: the node needs no workspace
   int num_positions = 0;                 // the graph's node count
@@ -46,8 +58,10 @@ struct Liveness {
 
 // Precondition checked: node-id order is a valid schedule (check_schedule_order); the error names the node.
 // `workspace_bytes` (by NodeId; empty: none) adds a workspace buffer after the value buffers for every node
-// with a positive entry; its size must match the node count.
-Result<Liveness> compute_liveness(const Graph& scheduled, std::span<const int64_t> workspace_bytes = {});
+// with a positive entry; its size must match the node count. `reuse`: outputs take their input's buffer where
+// Note [Buffer reuse] allows (false: every storage root has a buffer of its own).
+Result<Liveness> compute_liveness(const Graph& scheduled, std::span<const int64_t> workspace_bytes = {},
+                                  bool reuse = true);
 
 // Bytes of `placement` buffers live at each position.
 std::vector<int64_t> live_bytes(const Liveness& lv, Placement placement);

@@ -20,7 +20,7 @@ std::pair<std::string, std::string> two_sizes(int64_t a, int64_t b) {
 }  // namespace
 
 Result<MemoryPlan> plan_memory_unchecked(const Graph& g, const PlanOptions& opts) {
-  Liveness lv = LMS_TRY(compute_liveness(g, opts.workspace_bytes));
+  Liveness lv = LMS_TRY(compute_liveness(g, opts.workspace_bytes, opts.reuse_buffers));
   const Assignment assignment = opts.assignment;
   MemoryPlan plan;
   plan.num_positions = lv.num_positions;

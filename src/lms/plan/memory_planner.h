@@ -29,6 +29,8 @@ struct PlanOptions {
   uint32_t perturbation = 0;                   // perturbed_by_area: which order of the family
   std::vector<int64_t> workspace_bytes = {};   // scratch bytes each node's kernel needs, by NodeId of the
                                                // scheduled graph (Backend::workspace_bytes); empty: none
+  bool reuse_buffers = true;                   // an op that may write over an input takes its buffer where
+                                               // Note [Buffer reuse] (plan/liveness.h) allows
 };
 
 struct MemoryPlan {

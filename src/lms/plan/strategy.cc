@@ -71,7 +71,8 @@ Result<Graph> tflms_schedule(const Graph& rewritten) {
 }
 
 Result<MemoryPlan> plan_exact(const Graph& scheduled, const StrategyOptions& opts, std::vector<int64_t>* workspaces) {
-  PlanOptions po{.budget_bytes = opts.budget_bytes, .assignment = opts.assignment};
+  PlanOptions po{
+      .budget_bytes = opts.budget_bytes, .assignment = opts.assignment, .reuse_buffers = opts.reuse_buffers};
   if (opts.workspace_bytes) po.workspace_bytes = LMS_TRY(opts.workspace_bytes(scheduled));
   if (workspaces) *workspaces = po.workspace_bytes;
   return plan_memory_unchecked(scheduled, po);
@@ -207,7 +208,7 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   // none fits the budget but the liveness bound does, searches perturbed orders (Note [Perturbed orders]) until
   // one fits or packing_tries run out.
   auto exact = [&](const Graph& g, bool search) -> Result<MemoryPlan> {
-    PlanOptions po{.budget_bytes = opts.budget_bytes};
+    PlanOptions po{.budget_bytes = opts.budget_bytes, .reuse_buffers = opts.reuse_buffers};
     if (opts.workspace_bytes) po.workspace_bytes = LMS_TRY(opts.workspace_bytes(g));  // once for every order
     std::optional<MemoryPlan> best;
     auto try_order = [&](Assignment a, uint32_t k) -> Result<void> {

@@ -47,6 +47,7 @@ struct StrategyOptions {
   int packing_tries = 16;  // auto: perturbed orders tried when the fixed assignments miss the budget but the
                            // liveness bound fits it (Note [Perturbed orders] in plan/assignment.h)
   WorkspaceFn workspace_bytes = {};             // kernels' scratch space (empty: none)
+  bool reuse_buffers = true;  // outputs written over a dying input's buffer (Note [Buffer reuse]); false: never
   // tflms:
   TflmsParams tflms = {};                       // base parameters: trigger window, size floor, include/exclude
   std::optional<TflmsParams> tflms_fixed = {};  // use exactly these (T, A, G, sync mode) instead of searching,

@@ -73,6 +73,17 @@ Result<void> check_program_races(const Program& p) {
     return b.life.workspace ? fmt::format("the workspace of {}", node_label(g, b.life.writer))
                             : "%" + g.value(b.life.root).name;
   };
+  // A value written over the buffer of a dying input (Note [Buffer reuse]): every earlier toucher has finished.
+  for (uint32_t i = 0; i < g.num_values(); ++i) {
+    const ValueId v{i};
+    const int32_t b = plan.buffer_of_value[i];
+    if (g.storage_root(v) != v || plan.buffers[b].life.root == v) continue;
+    const NodeId w = g.value(v).producer;
+    for (NodeId t : touchers[b])
+      if (t.v < w.v && !before(t, w))
+        return fail("race: {} writes %{} over %{} without waiting for {}, which uses it", where(w), g.value(v).name,
+                    g.value(plan.buffers[b].life.root).name, where(t));
+  }
   for (const PlannedBuffer& later : plan.buffers) {
     if (later.life.bytes == 0 || later.life.input || later.life.persistent) continue;
     for (size_t a = 0; a < plan.buffers.size(); ++a) {

@@ -97,6 +97,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   planning.on_trial = opts.on_trial;
   planning.device_model = opts.device_model;
   planning.measured = opts.measured;
+  planning.reuse_buffers = opts.reuse_buffers;
   Plan plan = LMS_TRY(make_plan(training, planning));
   TrainReport rep;
   rep.plan_seconds = seconds_since(planning_start);

@@ -38,6 +38,7 @@ struct TrainOptions {
   std::optional<DeviceModel> device_model;   // auto: the device it plans for (required by auto); any strategy:
                                              // the device the report's predicted step time is for
   MeasuredTimes measured;                    // auto: measured node times overriding the roofline
+  bool reuse_buffers = true;                 // outputs written over dying inputs' buffers (StrategyOptions)
   TrainingOptions training;                  // optimizer and batch-norm statistics
   std::optional<int64_t> steps;              // run exactly this many steps, or
   std::optional<int64_t> epochs;             // this many passes over the train split (neither: one epoch)
