@@ -40,7 +40,8 @@ TEST(PlanCommand, JsonHasEveryKeyAndMatchesTrain) {
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = json_of(r, "plan");
   for (const char* k : {"fits", "strategy", "budget_bytes", "peak_bytes", "peak_bytes_none", "param_bytes",
-                        "min_budget_bytes", "lower_bound_bytes", "host_bytes", "swap_out_bytes", "swap_in_bytes",
+                        "min_budget_bytes", "lower_bound_bytes", "reused_buffers", "host_bytes", "swap_out_bytes",
+                        "swap_in_bytes",
                         "swapped_tensors", "recompute_flops", "predicted_step_seconds", "lms_needed"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_TRUE(j["fits"].get<bool>());
@@ -50,6 +51,23 @@ TEST(PlanCommand, JsonHasEveryKeyAndMatchesTrain) {
   auto t = run_lms("train --model mlp --steps 1 --json");
   ASSERT_EQ(t.status, 0) << t.err;
   EXPECT_EQ(j["peak_bytes"].get<int64_t>(), json_of(t, "train")["planned_peak_bytes"].get<int64_t>());
+}
+
+// --no-buffer-reuse gives every value a buffer of its own (docs/planner.md "Buffer reuse"): none reused, a peak
+// no lower, and `train` plans the same way.
+TEST(PlanCommand, NoBufferReuseGivesEveryValueItsOwnBuffer) {
+  auto reused = json_of(run_lms(std::string("plan ") + kGpt + " --budget 1GiB --json"), "plan");
+  auto own = json_of(run_lms(std::string("plan ") + kGpt + " --budget 1GiB --json --no-buffer-reuse"), "plan");
+  EXPECT_GT(reused["reused_buffers"].get<int>(), 0);
+  EXPECT_EQ(own["reused_buffers"].get<int>(), 0);
+  EXPECT_LT(reused["peak_bytes"].get<int64_t>(), own["peak_bytes"].get<int64_t>());
+  auto t = run_lms(std::string("train ") + kGpt + " --steps 1 --json --no-buffer-reuse");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_EQ(json_of(t, "train")["planned_peak_bytes"].get<int64_t>(), own["peak_bytes"].get<int64_t>());
+  auto text = run_lms(std::string("plan ") + kGpt + " --budget 1GiB");
+  EXPECT_NE(text.out.find("buffer reuse    " + std::to_string(reused["reused_buffers"].get<int>()) + " outputs"),
+            std::string::npos)
+      << text.out;
 }
 
 TEST(PlanCommand, StatsReportsTheSamePeakWithoutLms) {

@@ -42,6 +42,7 @@ nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>&
   j["param_bytes"] = p.memory.persistent_bytes;
   j["min_budget_bytes"] = p.memory.min_budget_bytes;
   j["lower_bound_bytes"] = p.memory.lower_bound_bytes;
+  j["reused_buffers"] = p.memory.reused_buffers;
   j["host_bytes"] = p.memory.host_arena_bytes;
   j["swap_out_bytes"] = p.swap_out_bytes;
   j["swap_in_bytes"] = p.swap_in_bytes;
@@ -128,6 +129,9 @@ void print_plan(const std::string& graph, const Plan& p, const std::optional<Pre
   fmt::print("  without LMS     {}\n", format_size(p.peak_bytes_none));
   fmt::print("  hard minimum    {} (parameters and state {} plus the largest op)\n",
              format_size(p.memory.min_budget_bytes), format_size(p.memory.persistent_bytes));
+  if (p.memory.reused_buffers > 0)
+    fmt::print("  buffer reuse    {} outputs written over the buffer of an input they read last\n",
+               p.memory.reused_buffers);
   if (p.tflms) {  // the graph was rewritten
     fmt::print("  swapped         {} tensors: {} out, {} in per step; host memory {}\n", p.swapped_tensors,
                format_size(p.swap_out_bytes), format_size(p.swap_in_bytes), format_size(p.memory.host_arena_bytes));

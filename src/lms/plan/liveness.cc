@@ -40,6 +40,7 @@ void reuse_buffers(const Graph& g, Liveness& lv) {
     a.last = o.last;
     closed[to] = closed[from];
     joined[from] = to;
+    ++lv.reused;
   }
   std::vector<int32_t> index(count, -1);
   std::vector<BufferLife> kept;

@@ -52,6 +52,7 @@ struct Liveness {
   std::vector<int32_t> buffer_of_value;  // index into `buffers`, by ValueId (every value has one)
   std::vector<int32_t> workspace_of_node;  // index into `buffers`, by NodeId; -1: the node needs no workspace
   int num_positions = 0;                 // the graph's node count
+  int reused = 0;                        // outputs written over the buffer of an input (Note [Buffer reuse])
 
   const BufferLife& of(ValueId v) const { return buffers[buffer_of_value[v.v]]; }
 };

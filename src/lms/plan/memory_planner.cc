@@ -27,6 +27,7 @@ Result<MemoryPlan> plan_memory_unchecked(const Graph& g, const PlanOptions& opts
   plan.assignment = assignment;
   plan.buffer_of_value = lv.buffer_of_value;
   plan.workspace_of_node = lv.workspace_of_node;
+  plan.reused_buffers = lv.reused;
   plan.buffers.reserve(lv.buffers.size());
   for (const BufferLife& b : lv.buffers) plan.buffers.push_back(PlannedBuffer{b, 0});
 

@@ -49,6 +49,8 @@ struct MemoryPlan {
   int min_budget_position = -1;            // first position whose op has that largest working set
   int peak_position = -1;                  // first position where live device bytes reach the lower bound
   int64_t peak_transient_bytes = 0;        // non-persistent device bytes live there
+  int reused_buffers = 0;                  // outputs written over the buffer of an input they read last (Note
+                                           // [Buffer reuse] in plan/liveness.h)
   int64_t budget_bytes = kUnlimitedBytes;  // the budget it was planned for
   Assignment assignment = kDefaultAssignment;  // the algorithm that placed it
 
