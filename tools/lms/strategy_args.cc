@@ -33,7 +33,7 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
                 "reference) and predict with the device model's TF32 rate");
   app->add_flag("--no-buffer-reuse", a.no_buffer_reuse,
                 "Give every tensor a buffer of its own: no element-wise op, softmax or reshape writes its output over "
-                "an input it reads last (docs/planner.md \"Buffers and liveness\"; for comparisons)");
+                "an input it reads last (docs/planner.md \"Buffer reuse\"; for comparisons)");
   add_backend_options(app, a.backend);
   app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, every round of auto's search, and every size maxbatch/maxres probes (on stderr)");
 }
