@@ -270,6 +270,32 @@ TEST(TimeSim, BufferReuseWaitsForTheCopyOut) {
   EXPECT_EQ(planned->stall_seconds[kCompute], 4.0);  // %b 3 (next-in-line at 1, started at 4), %s 1
 }
 
+// A reshape written over its input's buffer (Note [Buffer reuse]) copies nothing: with the plan, the device model's
+// time for it is 0; with every value in a buffer of its own, the roofline's copy.
+TEST(TimeSim, AReshapeOverItsInputTakesNoTime) {
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input(TensorType{DType::f32, {1024, 1024}}, "x");
+  ValueId a = b.op(Op::relu, {x}, {}, "a");
+  ValueId r = b.op(Op::reshape, {a}, attrs({{"shape", IntList{1024 * 1024}}}), "r");
+  ValueId s = b.op(Op::mean, {r}, {}, "s");
+  ASSERT_TRUE(b.ok()) << b.error()->str();
+  g.set_outputs({s});
+  const DeviceModel m = *device_model("h100-pcie5");
+  auto reused = plan_memory(g);
+  auto own = plan_memory(g, PlanOptions{.reuse_buffers = false});
+  ASSERT_TRUE(reused.has_value() && own.has_value());
+  ASSERT_EQ(reused->buffer_of_value[r.v], reused->buffer_of_value[a.v]);
+  auto with_reuse = simulate_time(g, m, nullptr, &*reused);
+  auto without = simulate_time(g, m, nullptr, &*own);
+  ASSERT_TRUE(with_reuse.has_value() && without.has_value());
+  const NodeId n = node_of(g, r);
+  EXPECT_EQ(with_reuse->end[n.v] - with_reuse->start[n.v], 0);
+  EXPECT_EQ(without->end[n.v] - without->start[n.v], op_seconds(g, n, m));
+  EXPECT_GT(op_seconds(g, n, m), 0);
+  EXPECT_NEAR(with_reuse->step_seconds, without->step_seconds - op_seconds(g, n, m), 1e-12);
+}
+
 TEST(TimeSim, EmptyGraph) {
   Graph g;
   auto r = simulate_time(g, std::span<const double>{});
