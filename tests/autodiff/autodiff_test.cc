@@ -193,7 +193,12 @@ TEST(Autodiff, SharedMatrixOfABatchedMatmulIsOneMatmul) {
   EXPECT_EQ(g.value(dw.inputs[0]).type, (TensorType{DType::f32, {10, 4}}));
   EXPECT_EQ(g.value(dw.inputs[1]).type, (TensorType{DType::f32, {10, 3}}));
   EXPECT_TRUE(dw.attrs.get_bool("transpose_a", false));
-  EXPECT_EQ(producer(g, "x.grad").op, Op::matmul);
+  // dX = dy_flat @ w, one matmul viewed back as x.
+  const Node& dx = producer(g, "x.grad");
+  ASSERT_EQ(dx.op, Op::reshape);
+  const Node& dx_flat = producer(g, name_of(g, dx.inputs[0]));
+  EXPECT_EQ(dx_flat.op, Op::matmul);
+  EXPECT_EQ(dx_flat.inputs[0], dw.inputs[0]);
   EXPECT_EQ(count_op(g, Op::reduce_sum), 1);  // only the forward's: no batched dW summed afterwards
 }
 

@@ -287,11 +287,10 @@ TEST(Strategy, AutoHoldsTheSpaceOfSwappedValuesWhileTheirCopiesRun) {
 }
 
 // auto's plan of resnet50 (224x224) training at `batch` for 16 GiB on h200-pcie5 (PCIe 5).
-Result<Plan> resnet50_auto_at_16gib(int64_t batch, bool reuse_buffers = true) {
+Result<Plan> resnet50_auto_at_16gib(int64_t batch) {
   ModelOptions mo;
   mo.batch = batch;
   StrategyOptions o = auto_options("h200-pcie5", int64_t{16} << 30);
-  o.reuse_buffers = reuse_buffers;
   return try_plan(momentum_training("resnet50", mo), o);
 }
 
@@ -333,15 +332,15 @@ TEST(Strategy, AutoQueuesItsPrefetchesEarliestDeadlineFirst) {
 // unconstrained rate, is 796 / (0.8 x 2018/s, none at batch 199) = 0.493 s on this prediction).
 TEST(Strategy, AutoStartsPrefetchesWhereTheExactPlanHasRoom) { expect_resnet50_auto_under(796, 0.5); }
 
-// resnet50 at 4x the batch that fits 16 GiB without LMS, on PCIe 5. By their chains, the first stage's block
+// resnet50 near 4x the batch that fits 16 GiB without LMS, on PCIe 5. By their chains, the first stage's block
 // outputs (2.4 GiB each) can only be kept or swapped, and the host link is busy through the forward pass; their
 // segments (Note [Auto segments]) remake them from the block's input at the start of the next stage's backward
-// pass, for about 10 ms each. With two of them remade, 3.8 TFLOP are recomputed instead of 5.9 and the step is
-// predicted at 0.460 s (0.482 s without segments; the goal of 0.8 of the unconstrained rate is 0.493 s). Planned
-// with a buffer for every value: with buffer reuse (Note [Buffer reuse]) a plan without segments is faster there
-// (0.459 s).
+// pass, for about 10 ms each. When this was written (batch 796, every value in a buffer of its own), two remade
+// cut the recomputation from 5.9 to 3.8 TFLOP and the step from 0.482 to 0.460 s. Which batches take segments
+// moves with the graph (buffer reuse, the order of the weight and data gradients): at batch 785 the fastest
+// plan remakes two, 0.452 s (the goal of 0.8 of the unconstrained rate is 0.493 s at batch 796).
 TEST(Strategy, AutoRemakesBlockOutputsFromTheBlockInputs) {
-  auto p = resnet50_auto_at_16gib(796, /*reuse_buffers=*/false);
+  auto p = resnet50_auto_at_16gib(785);
   ASSERT_TRUE(p.has_value()) << p.error().str();
   ASSERT_TRUE(p->fits);
   int remade = 0;
@@ -353,7 +352,7 @@ TEST(Strategy, AutoRemakesBlockOutputsFromTheBlockInputs) {
     }
   EXPECT_GE(remade, 1);
   ASSERT_TRUE(p->predicted_step_seconds.has_value());
-  EXPECT_LT(*p->predicted_step_seconds, 0.47) << p->auto_source;
+  EXPECT_LT(*p->predicted_step_seconds, 0.46) << p->auto_source;
 }
 
 // On a device whose f32 convolutions run at 40 TFLOP/s rather than the datasheet's 67 (closer to what cuDNN
@@ -390,18 +389,16 @@ TEST(Strategy, AutoRecomputesAtFourTimesTheUnconstrainedBatchOnASlowerDevice) {
 // recomputations: 0.779 s predicted, against 0.879 s when it counted the prefetches only.
 TEST(Strategy, AutoRefinesTheSwapsTheForwardPassWaitsFor) { expect_resnet50_auto_under(995, 0.83); }
 
-// resnet50 at batch 303 on h100-pcie5 at 4 GiB: with the stem's argmax positions (the default training graph)
+// resnet50 at the edge of capacity on h100-pcie5: with the stem's argmax positions (the default training graph)
 // no plan fits, since recomputing them at the end of the backward pass takes clones of the stem's batch norm and
-// relu; keeping the relu output, auto's plan fits (slowly: the edge of capacity). So auto plans that graph when
-// the other does not fit, and the capacity is not lower than without the argmax-pool pass. (At 16 GiB this was
-// batch 1240 until the greedy learned to swap what no prefetch can hide; the argmax graph now fits up to 1254.)
-// Planned with a buffer for every value: with buffer reuse (Note [Buffer reuse]) the argmax graph fits up to
-// batch 315 at 4 GiB and neither graph fits above.
+// relu; keeping the relu output, auto's plan fits. So auto plans that graph when the other does not fit, and the
+// capacity is not lower than without the argmax-pool pass. Where this happens moves with the graph: at 16 GiB it
+// was batch 1240 until the greedy learned to swap what no prefetch can hide, then batch 303 at 4 GiB (every value
+// in a buffer of its own) until the weight gradients came first (docs/autodiff.md "Order"); now batch 64 at 1 GiB.
 TEST(Strategy, AutoKeepsTheReluOutputWhenTheArgmaxDoesNotFit) {
   ModelOptions mo;
-  mo.batch = 303;
-  StrategyOptions o = auto_options("h100-pcie5", int64_t{4} << 30);
-  o.reuse_buffers = false;
+  mo.batch = 64;
+  StrategyOptions o = auto_options("h100-pcie5", int64_t{1} << 30);
   auto p = try_plan(momentum_training("resnet50", mo), o);
   ASSERT_TRUE(p.has_value()) << p.error().str();
   ASSERT_TRUE(p->fits) << p->auto_source;

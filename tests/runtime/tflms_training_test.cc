@@ -188,9 +188,9 @@ TEST(AutoTraining, UnderABudgetSwapsAndRecomputationsAreBitIdentical) {
 
 // Outputs written over the buffers of inputs they read last (Note [Buffer reuse]) change where values live,
 // never what is computed: losses and parameters are those of a plan that gives every value a buffer of its own,
-// the planned peak is no higher (lower for the GPT, whose activations outweigh its parameters; the small MLP and
-// the 8x8 resnet18 peak where their parameters' gradients are made, with nothing to reuse), and the measured
-// peak is the planned one.
+// the planned peak is no higher (lower for the GPT on the reference backend, whose own buffers peak at a copy
+// in the backward pass; the small MLP, the 8x8 resnet18 and, on cpu with its kernels' workspaces, the GPT peak
+// as their backward passes start, before anything is reused), and the measured peak is the planned one.
 TEST(BufferReuseTraining, GivesTheBitsOfOwnBuffers) {
   for (const Case& c : {mlp(), resnet(), gpt()}) {
     for (const std::string& device : training_devices()) {
@@ -200,7 +200,7 @@ TEST(BufferReuseTraining, GivesTheBitsOfOwnBuffers) {
       const TrainReport r = train_case(c, device, TrainOptions{});
       const std::string what = c.model + " on " + device;
       EXPECT_LE(r.planned_peak_bytes, base.planned_peak_bytes) << what;
-      if (c.model == "gpt") {
+      if (c.model == "gpt" && device == "reference") {
         EXPECT_LT(r.planned_peak_bytes, base.planned_peak_bytes) << what;
       }
       EXPECT_EQ(r.peak_device_bytes, r.planned_peak_bytes) << what << ": measured";

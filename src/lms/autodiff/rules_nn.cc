@@ -46,15 +46,15 @@ Attributes pool_attrs(const OpCall& call) {
 
 Result<void> grad_conv(GradContext& c) {
   Attributes common = conv_attrs(c.call());
-  if (c.needs(0)) {
-    Attributes a = common;
-    a.set("x_shape", c.in_type(0).shape);
-    c.set_grad(0, c.emit(Op::conv_backward_data, {c.dy(), c.inputs[1]}, std::move(a), c.name(0)));
-  }
   if (c.needs(1)) {
     Attributes a = common;
     a.set("w_shape", c.in_type(1).shape);
     c.set_grad(1, c.emit(Op::conv_backward_filter, {c.inputs[0], c.dy()}, std::move(a), c.name(1)));
+  }
+  if (c.needs(0)) {
+    Attributes a = common;
+    a.set("x_shape", c.in_type(0).shape);
+    c.set_grad(0, c.emit(Op::conv_backward_data, {c.dy(), c.inputs[1]}, std::move(a), c.name(0)));
   }
   return {};
 }
@@ -74,12 +74,12 @@ Result<void> grad_conv_transpose(GradContext& c) {
   Attributes common = conv_attrs(call);
   int rank = c.in_type(0).rank() - 2;
   Op conv = rank == 1 ? Op::conv1d : rank == 2 ? Op::conv2d : Op::conv3d;
-  if (c.needs(0)) c.set_grad(0, c.emit(conv, {c.dy(), c.inputs[1]}, common, c.name(0)));
   if (c.needs(1)) {
     Attributes a = common;
     a.set("w_shape", c.in_type(1).shape);
     c.set_grad(1, c.emit(Op::conv_backward_filter, {c.dy(), c.inputs[0]}, std::move(a), c.name(1)));
   }
+  if (c.needs(0)) c.set_grad(0, c.emit(conv, {c.dy(), c.inputs[1]}, common, c.name(0)));
   return {};
 }
 

@@ -124,7 +124,9 @@ Result<void> grad_bias_add(GradContext& c) {
 
 // C = A'B' with A' = transpose_a ? A^T : A (and B' likewise); dA' = G B'^T and dB' = A'^T G, each folded into
 // one matmul by choosing its transpose flags. A rank-2 b shared by a batched a gets dB summed over the batch:
-// a and G are flattened to [batch*M, .] so that the sum is the matmul's own reduction.
+// a and G are flattened to [batch*M, .] so that the sum is the matmul's own reduction, and dA' is then one
+// matmul of the flattened G too. dB comes first: it is usually the last reader of A (a saved activation), so
+// A's buffer is free before dA's is needed (docs/autodiff.md "Order").
 Result<void> grad_matmul(GradContext& c) {
   OpCall call = c.call();
   const bool ta = call.b("transpose_a"), tb = call.b("transpose_b");
@@ -134,32 +136,42 @@ Result<void> grad_matmul(GradContext& c) {
   auto matmul = [&](ValueId x, ValueId y, bool tx, bool ty, std::string name) {
     return c.emit(Op::matmul, {x, y}, attrs({{"transpose_a", tx}, {"transpose_b", ty}}), std::move(name));
   };
-  if (c.needs(0)) {
-    if (!ta) {
-      c.set_grad(0, matmul(g, b, false, !tb, c.name(0)));
-    } else if (!shared_b) {
-      c.set_grad(0, matmul(b, g, tb, true, c.name(0)));  // dA = B' G^T
-    } else {
-      ValueId t = matmul(g, b, false, !tb, c.name(0, "t"));  // dA' = G B'^T, then transposed back
-      c.set_grad(0, c.emit(Op::transpose, {t}, attrs({{"perm", swap_last_two(rank_a)}}), c.name(0)));
-    }
-  }
+  auto reshape = [&](ValueId x, Shape shape, std::string name) {
+    return c.emit(Op::reshape, {x}, attrs({{"shape", std::move(shape)}}), std::move(name));
+  };
+  const Shape& as = c.in_type(0).shape;
+  int64_t rows = 1;
+  for (int d = 0; d < rank_a - 2; ++d) rows *= as[d];
+  const int64_t m = ta ? as[rank_a - 1] : as[rank_a - 2], k = ta ? as[rank_a - 2] : as[rank_a - 1];
+  const int64_t n = c.out_type().shape.back();
+  ValueId g_flat = shared_b ? reshape(g, {rows * m, n}, c.name(1, "dy_flat")) : ValueId{};
   if (c.needs(1)) {
     if (!shared_b) {
       c.set_grad(1, tb ? matmul(g, a, true, ta, c.name(1))     // dB = G^T A'
                        : matmul(a, g, !ta, false, c.name(1)));  // dB = A'^T G
     } else {
-      const Shape& as = c.in_type(0).shape;
-      int64_t rows = 1;
-      for (int d = 0; d < rank_a - 2; ++d) rows *= as[d];
-      const int64_t m = ta ? as[rank_a - 1] : as[rank_a - 2], k = ta ? as[rank_a - 2] : as[rank_a - 1];
-      const int64_t n = c.out_type().shape.back();
       ValueId a_rows = a;
       if (ta) a_rows = c.emit(Op::transpose, {a}, attrs({{"perm", swap_last_two(rank_a)}}), c.name(1, "a_t"));
-      ValueId a_flat = c.emit(Op::reshape, {a_rows}, attrs({{"shape", IntList{rows * m, k}}}), c.name(1, "a_flat"));
-      ValueId g_flat = c.emit(Op::reshape, {g}, attrs({{"shape", IntList{rows * m, n}}}), c.name(1, "dy_flat"));
+      ValueId a_flat = reshape(a_rows, {rows * m, k}, c.name(1, "a_flat"));
       c.set_grad(1, tb ? matmul(g_flat, a_flat, true, false, c.name(1))     // [N, K]
                        : matmul(a_flat, g_flat, true, false, c.name(1)));  // [K, N]
+    }
+  }
+  if (c.needs(0)) {
+    if (!shared_b) {
+      c.set_grad(0, ta ? matmul(b, g, tb, true, c.name(0))        // dA = B' G^T
+                       : matmul(g, b, false, !tb, c.name(0)));  // dA = G B'^T
+    } else {
+      Shape a_rows_shape = as;  // dA' = G B'^T as [batch*M, K], viewed as A' (then transposed back to A)
+      a_rows_shape[rank_a - 2] = m;
+      a_rows_shape[rank_a - 1] = k;
+      ValueId t = matmul(g_flat, b, false, !tb, c.name(0, "flat"));
+      if (!ta) {
+        c.set_grad(0, reshape(t, a_rows_shape, c.name(0)));
+      } else {
+        t = reshape(t, a_rows_shape, c.name(0, "t"));
+        c.set_grad(0, c.emit(Op::transpose, {t}, attrs({{"perm", swap_last_two(rank_a)}}), c.name(0)));
+      }
     }
   }
   return {};
