@@ -389,6 +389,54 @@ TEST(Strategy, AutoRecomputesAtFourTimesTheUnconstrainedBatchOnASlowerDevice) {
 // recomputations: 0.779 s predicted, against 0.879 s when it counted the prefetches only.
 TEST(Strategy, AutoRefinesTheSwapsTheForwardPassWaitsFor) { expect_resnet50_auto_under(995, 0.83); }
 
+// Two transformer MLP blocks (x + gelu(x W1) W2, 1M tokens, 96 -> 384 -> 96: a 384-wide activation is 1.5 GiB) at
+// 4 GiB. Each GELU's backward reads dy and its input and may write dx over dy: two 1.5 GiB tensors, where an
+// estimate giving every value a buffer of its own counts three and is stuck over the budget there, whatever it
+// swaps or recomputes (and tflms, whose simulator counts no reuse, fits nothing). With the estimate counting
+// reuse (Note [Auto reuse estimate]), auto's own plan fits.
+TEST(Strategy, AutoCountsBufferReuseWhenNothingElseFits) {
+  auto fwd = parse_graph(R"(graph mlp2 {
+    %x = input() : f32[1048576,96]
+    %w1 = param() : f32[96,384]
+    %h1 = matmul(%x, %w1) : f32[1048576,384]
+    %a1 = gelu(%h1) : f32[1048576,384]
+    %w2 = param() : f32[384,96]
+    %y1 = matmul(%a1, %w2) : f32[1048576,96]
+    %r1 = add(%y1, %x) : f32[1048576,96]
+    %w3 = param() : f32[96,384]
+    %h2 = matmul(%r1, %w3) : f32[1048576,384]
+    %a2 = gelu(%h2) : f32[1048576,384]
+    %w4 = param() : f32[384,96]
+    %y2 = matmul(%a2, %w4) : f32[1048576,96]
+    %r2 = add(%y2, %r1) : f32[1048576,96]
+    %loss = mean(%r2) : f32[]
+    return %loss
+  })");
+  ASSERT_TRUE(fwd.has_value()) << fwd.error().str();
+  TrainingOptions t;
+  t.optimizer.kind = OptimizerKind::momentum;
+  auto g = build_training_graph(*fwd, t);
+  ASSERT_TRUE(g.has_value()) << g.error().str();
+  StrategyOptions o = auto_options("h100-pcie5", int64_t{4} << 30);
+  int own_fits = 0, reuse_rounds = 0, reuse_fits = 0;
+  o.on_auto_round = [&](std::string_view, const AutoRound& r) {
+    if (r.reuse_estimate) {
+      ++reuse_rounds;
+      reuse_fits += r.fits;
+    } else {
+      own_fits += r.fits;
+    }
+  };
+  auto p = try_plan(*g, o);
+  ASSERT_TRUE(p.has_value()) << p.error().str();
+  ASSERT_TRUE(p->fits) << p->auto_source;
+  EXPECT_EQ(p->auto_source.rfind("auto (auto's own plan", 0), 0u) << p->auto_source;
+  EXPECT_LE(p->memory.device_arena_bytes, o.budget_bytes);
+  EXPECT_EQ(own_fits, 0);
+  EXPECT_GT(reuse_rounds, 0);
+  EXPECT_GT(reuse_fits, 0);
+}
+
 // resnet50 at the edge of capacity on h100-pcie5: with the stem's argmax positions (the default training graph)
 // no plan fits, since recomputing them at the end of the backward pass takes clones of the stem's batch norm and
 // relu; keeping the relu output, auto's plan fits. So auto plans that graph when the other does not fit, and the

@@ -167,7 +167,9 @@ void print_trial(const TflmsTrial& t) {
 }
 
 void print_auto_round(std::string_view schedule, const AutoRound& r) {
-  const std::string greedy = r.pinned > 0 ? fmt::format("{} +{} pinned", r.greedy, r.pinned) : std::string(r.greedy);
+  std::string greedy(r.greedy);
+  if (r.reuse_estimate) greedy += " reuse";
+  if (r.pinned > 0) greedy += fmt::format(" +{} pinned", r.pinned);
   const std::string result =
       r.fits ? fmt::format("fits, {:.4g} s", r.step_seconds) : std::string("too big");
   fmt::print(stderr, "  auto {:<11} {:<17} round {}: target {}, estimate {}{}, planned {}: {} ({} swapped, {} "

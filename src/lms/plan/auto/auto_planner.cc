@@ -35,6 +35,17 @@
 // moves: faster, or over the budget), until a round does not fit, repeats the last decisions, or rounds run out;
 // the fastest that fitted is the mix's plan. Not when only fitting is asked (AutoOptions::fits_only).
 //
+// Note [Auto reuse estimate]
+// The estimate without reuse (Note [Auto slack]) is an upper bound, and at the edge of capacity the bound is what
+// stops the greedy: an op that may write its output over an input it reads last, a GELU's backward, counts three
+// tensors of the layer's size where the exact plan needs two, and nothing the greedy may move frees the third.
+// swin_t and convnext_tiny at batch 1127 and 16 GiB: every greedy was stuck at an estimate of 17.4 GiB at their
+// first stage's GELU backward (5.1 GiB a tensor), and so was tflms's simulator, which counts no reuse either (as
+// TFLMS did not): both stopped at the same batch. So when no plan of the portfolio fits, its greedies run once
+// more with an estimate counting the unrewritten graph's reuse. That one is optimistic where the rewrite takes a
+// reuse away (a swapped value is read by a copy and is never written over), which the exact plan and the retries
+// correct; it is not used when a plan fits, since there it made plans slower (Note [Auto slack]).
+//
 // Note [Auto holds]
 // A swapped value's space is free for reuse once its last forward reader has run, but the op that reuses it must
 // wait for the copy to the host (the Program's buffer-reuse waits): a 2.4 GiB activation on PCIe 5 stalls the
@@ -544,9 +555,11 @@ Result<bool> advance(const Graph& scheduled, std::vector<Candidate>& cands, Auto
 // target, or max_rounds.
 // `pinned`: candidates recomputed before the greedy starts (Note [Auto refinement]); `chosen`, when given,
 // receives the choices of a plan that fits.
+// `reuse_estimate`: live0 counts buffer reuse (Note [Auto reuse estimate]; for the progress output).
 Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const std::vector<Candidate>& candidates,
-                            const std::vector<int64_t>& live0, const ExactPlanner& exact, const AutoOptions& o,
-                            Mix mix, const std::vector<int>& pinned = {}, std::vector<Candidate>* chosen = nullptr) {
+                            const std::vector<int64_t>& live0, bool reuse_estimate, const ExactPlanner& exact,
+                            const AutoOptions& o, Mix mix, const std::vector<int>& pinned = {},
+                            std::vector<Candidate>* chosen = nullptr) {
   AutoResult best;
   std::optional<AutoResult> best_fit;  // the fastest round that fitted (Note [Auto slack])
   std::vector<std::tuple<State, int, int, int, double>> fit_decisions;
@@ -614,7 +627,8 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
     const auto swaps = std::count_if(r.choices.begin(), r.choices.end(),
                                      [](const AutoChoice& c) { return c.kind == AutoChoice::Kind::swap; });
     if (o.on_round)
-      o.on_round(AutoRound{.greedy = mix_name(mix), .pinned = static_cast<int>(pinned.size()), .round = round,
+      o.on_round(AutoRound{.greedy = mix_name(mix), .reuse_estimate = reuse_estimate,
+                           .pinned = static_cast<int>(pinned.size()), .round = round,
                            .target_bytes = target,
                            .estimate_bytes = *std::max_element(greedy.live.begin(), greedy.live.end()),
                            .reached = reached, .planned_bytes = r.memory.device_arena_bytes, .fits = r.fits,
@@ -690,9 +704,12 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
       return fail_at(node_label(scheduled, n), "auto: the graph already holds swap or recompute ops");
 
   const Timeline tl = LMS_TRY(timeline(scheduled, o));
-  // The estimate counts every value in a buffer of its own (Note [Auto slack]).
-  const Liveness lv = LMS_TRY(compute_liveness(scheduled, workspaces, /*reuse=*/false));
-  const std::vector<int64_t> live0 = live_bytes(lv, Placement::device);
+  // The estimate counts every value in a buffer of its own (Note [Auto slack]); when no plan fits so, the
+  // greedies run again with the estimate counting reuse (Note [Auto reuse estimate]).
+  const std::vector<int64_t> live_own =
+      live_bytes(LMS_TRY(compute_liveness(scheduled, workspaces, /*reuse=*/false)), Placement::device);
+  std::vector<int64_t> live_reused;
+  auto live_of = [&](bool reuse) -> const std::vector<int64_t>& { return reuse ? live_reused : live_own; };
   const std::vector<Candidate> candidates = find_candidates(scheduled, tl, o);
   // The same, each that has a segment recomputed by it (Mix::both_segment; Note [Auto segments]).
   std::vector<Candidate> segmented = candidates;
@@ -712,24 +729,34 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
     AutoResult result;
     std::vector<Candidate> chosen;  // the greedy's choices, when it fits
     Mix mix = Mix::both;
+    bool reuse_estimate = false;  // its estimate counted buffer reuse
   };
   std::vector<Planned> plans;
   int rounds = 0;
   auto any_fits = [&] {
     return std::any_of(plans.begin(), plans.end(), [](const Planned& p) { return p.result.fits; });
   };
-  for (Mix mix : {Mix::both, Mix::both_cascade, Mix::both_segment, Mix::swap_only, Mix::recompute_only,
-                  Mix::both_strict}) {
-    if (mix == Mix::both_strict && any_fits()) break;
-    if (mix == Mix::both_segment && !any_segment) continue;
-    Planned p;
-    p.mix = mix;
-    p.result = LMS_TRY(plan_mix(scheduled, tl, candidates_of(mix), live0, exact, o, mix, {}, &p.chosen));
-    rounds += p.result.rounds;
-    plans.push_back(std::move(p));
-    if (o.fits_only && plans.back().result.fits) {
-      plans.back().result.rounds = rounds;
-      return std::move(plans.back().result);
+  for (bool reuse : {false, true}) {
+    if (reuse) {
+      if (any_fits()) break;
+      live_reused =
+          live_bytes(LMS_TRY(compute_liveness(scheduled, workspaces, /*reuse=*/true)), Placement::device);
+    }
+    for (Mix mix : {Mix::both, Mix::both_cascade, Mix::both_segment, Mix::swap_only, Mix::recompute_only,
+                    Mix::both_strict}) {
+      if (mix == Mix::both_strict && any_fits()) break;
+      if (mix == Mix::both_segment && !any_segment) continue;
+      Planned p;
+      p.mix = mix;
+      p.reuse_estimate = reuse;
+      p.result =
+          LMS_TRY(plan_mix(scheduled, tl, candidates_of(mix), live_of(reuse), reuse, exact, o, mix, {}, &p.chosen));
+      rounds += p.result.rounds;
+      plans.push_back(std::move(p));
+      if (o.fits_only && plans.back().result.fits) {
+        plans.back().result.rounds = rounds;
+        return std::move(plans.back().result);
+      }
     }
   }
   const size_t portfolio = plans.size();
@@ -748,8 +775,8 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
         tried[static_cast<size_t>(i)] = true;
         pinned.push_back(i);
         std::vector<Candidate> chosen;
-        AutoResult t =
-            LMS_TRY(plan_mix(scheduled, tl, candidates_of(cur.mix), live0, exact, o, cur.mix, pinned, &chosen));
+        AutoResult t = LMS_TRY(plan_mix(scheduled, tl, candidates_of(cur.mix), live_of(cur.reuse_estimate),
+                                        cur.reuse_estimate, exact, o, cur.mix, pinned, &chosen));
         rounds += t.rounds;
         if (t.fits && t.sim.step_seconds < cur.result.sim.step_seconds) {
           cur.result = std::move(t);

@@ -32,6 +32,8 @@ namespace lms {
 // the exact plan of its choices came to. For progress output: why a model does or does not fit.
 struct AutoRound {
   std::string_view greedy;      // its moves: both, cascade, segment, swap-only, recompute-only, strict
+  bool reuse_estimate = false;  // its estimate counted buffer reuse (when nothing fitted without; Note [Auto
+                                // reuse estimate])
   int pinned = 0;               // swaps it recomputes before it starts (Note [Auto refinement]); 0: none
   int round = 0;                // its retry, from 1; each lowers the target by the last exact plan's excess
   int64_t target_bytes = 0;     // the estimate's target
