@@ -28,6 +28,17 @@
 
 namespace lms {
 
+// Note [Auto reuse estimate]
+// The estimate without reuse (Note [Auto slack]) is an upper bound, and at the edge of capacity the bound is what
+// stops the greedy: an op that may write its output over an input it reads last, a GELU's backward, counts three
+// tensors of the layer's size where the exact plan needs two, and nothing the greedy may move frees the third.
+// swin_t and convnext_tiny at batch 1127 and 16 GiB: every greedy was stuck at an estimate of 17.4 GiB at their
+// first stage's GELU backward (5.1 GiB a tensor), and so was tflms's simulator, which counts no reuse either (as
+// TFLMS did not): both stopped at the same batch. So when no plan of the portfolio fits, its greedies run once
+// more with an estimate counting the unrewritten graph's reuse. That one is optimistic where the rewrite takes a
+// reuse away (a swapped value is read by a copy and is never written over), which the exact plan and the retries
+// correct; it is not used when a plan fits, since there it made plans slower (Note [Auto slack]).
+
 // One round of one greedy of the search (Note [Auto portfolio]): what the estimate aimed at and reached, and what
 // the exact plan of its choices came to. For progress output: why a model does or does not fit.
 struct AutoRound {
