@@ -362,16 +362,18 @@ TEST(PlanCommand, AutoReportsItsChoicesAndPlotsThreePlans) {
   for (size_t i = svg.find("<polyline"); i != std::string::npos; i = svg.find("<polyline", i + 1)) ++curves;
   EXPECT_EQ(curves, 3u) << "none, tflms and auto";
   // The text report names what it took and the costliest choices; --verbose lists every round of auto's search
-  // on stderr: the schedule and greedy it started from, the estimate's target, the exact plan's peak.
+  // on stderr: the schedule and greedy it started from, the estimate's target, the estimate's and the exact plan's
+  // peaks and where they are (the exact one where it does not fit).
   auto text = run_lms(std::string("plan ") + kGpt + " --strategy auto --budget " + budget +
                       " --device-model v100-pcie3 --verbose");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("auto            took "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("costliest"), std::string::npos) << text.out;
   const std::regex round(R"(  auto (graph|level) order (both|cascade|segment|swap-only|recompute-only|strict))"
-                         R"(( \+\d+ pinned)? +round \d+: target [0-9.]+ [KMG]?i?B, )"
-                         R"(estimate [0-9.]+ [KMG]?i?B( \(stuck\))?, planned [0-9.]+ [KMG]?i?B: )"
-                         R"((fits, [0-9.e-]+ s|too big) \(\d+ swapped, \d+ recomputed\))");
+                         R"(( reuse)?( \+\d+ pinned)? +round \d+: target [0-9.]+ [KMG]?i?B, )"
+                         R"(estimate [0-9.]+ [KMG]?i?B( \(stuck\))? at (%\S+|node #\d+), )"
+                         R"(planned [0-9.]+ [KMG]?i?B(: fits, [0-9.e-]+ s| at (%\S+|node #\d+): too big) )"
+                         R"(\(\d+ swapped, \d+ recomputed\))");
   int rounds = 0, fitting = 0;
   std::istringstream err(text.err);
   for (std::string line; std::getline(err, line);) {

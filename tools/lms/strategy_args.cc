@@ -172,9 +172,11 @@ void print_auto_round(std::string_view schedule, const AutoRound& r) {
   if (r.pinned > 0) greedy += fmt::format(" +{} pinned", r.pinned);
   const std::string result =
       r.fits ? fmt::format("fits, {:.4g} s", r.step_seconds) : std::string("too big");
-  fmt::print(stderr, "  auto {:<11} {:<17} round {}: target {}, estimate {}{}, planned {}: {} ({} swapped, {} "
+  const std::string planned_at = r.planned_at.empty() ? std::string() : " at " + r.planned_at;
+  fmt::print(stderr, "  auto {:<11} {:<17} round {}: target {}, estimate {}{} at {}, planned {}{}: {} ({} swapped, {} "
              "recomputed)\n", schedule, greedy, r.round, format_size(r.target_bytes), format_size(r.estimate_bytes),
-             r.reached ? "" : " (stuck)", format_size(r.planned_bytes), result, r.swaps, r.recomputations);
+             r.reached ? "" : " (stuck)", r.estimate_at, format_size(r.planned_bytes), planned_at, result, r.swaps,
+             r.recomputations);
 }
 
 }  // namespace lms::cli

@@ -615,14 +615,18 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
     r.rounds = round;
     const auto swaps = std::count_if(r.choices.begin(), r.choices.end(),
                                      [](const AutoChoice& c) { return c.kind == AutoChoice::Kind::swap; });
-    if (o.on_round)
-      o.on_round(AutoRound{.greedy = mix_name(mix), .reuse_estimate = reuse_estimate,
-                           .pinned = static_cast<int>(pinned.size()), .round = round,
-                           .target_bytes = target,
-                           .estimate_bytes = *std::max_element(greedy.live.begin(), greedy.live.end()),
-                           .reached = reached, .planned_bytes = r.memory.device_arena_bytes, .fits = r.fits,
-                           .step_seconds = r.sim.step_seconds, .swaps = static_cast<int>(swaps),
-                           .recomputations = static_cast<int>(std::ssize(r.choices) - swaps)});
+    if (o.on_round) {
+      const auto peak = std::max_element(greedy.live.begin(), greedy.live.end());
+      const auto at = [](const Graph& g, std::ptrdiff_t p) { return node_label(g, NodeId{static_cast<uint32_t>(p)}); };
+      o.on_round(AutoRound{
+          .greedy = mix_name(mix), .reuse_estimate = reuse_estimate, .pinned = static_cast<int>(pinned.size()),
+          .round = round, .target_bytes = target, .estimate_bytes = *peak,
+          .estimate_at = at(scheduled, peak - greedy.live.begin()), .reached = reached,
+          .planned_bytes = r.memory.device_arena_bytes,
+          .planned_at = r.fits || r.memory.peak_position < 0 ? "" : at(r.graph, r.memory.peak_position),
+          .fits = r.fits, .step_seconds = r.sim.step_seconds, .swaps = static_cast<int>(swaps),
+          .recomputations = static_cast<int>(std::ssize(r.choices) - swaps)});
+    }
     if (r.fits) {
       // Note [Auto slack]: room left under the budget goes back to the greedy as a higher target, while rounds
       // last and each fits; the fastest is kept.

@@ -49,9 +49,11 @@ struct AutoRound {
   int round = 0;                // its retry, from 1; each lowers the target by the last exact plan's excess
   int64_t target_bytes = 0;     // the estimate's target
   int64_t estimate_bytes = 0;   // the estimate's peak when the greedy stopped
+  std::string estimate_at;      // the node at that peak (of the graph being planned)
   bool reached = false;         // the estimate got down to the target (else nothing it may move frees bytes at
                                 // the estimate's peak)
   int64_t planned_bytes = 0;    // the exact plan's peak
+  std::string planned_at;       // the node at that peak (of the rewritten graph), when it does not fit; else empty
   bool fits = false;            // the exact plan fits the budgets
   double step_seconds = 0;      // its predicted step (when it fits)
   int swaps = 0, recomputations = 0;  // its choices
