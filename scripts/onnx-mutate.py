@@ -5,6 +5,7 @@ reader, the importer and, with `plan`, autodiff and the planners on whatever a c
 Not a test (its cases are random); docs/fuzzing.md says what it found.
 
     /usr/bin/python3 scripts/onnx-mutate.py [--lms build/bin/lms] [--runs 300] [--seed 1] [--command stats|plan]
+                                            [--budgets 1GiB[,32KiB,...]]
 
 Writes each failing file as onnx-mutate-bad-N.onnx in the current directory. Needs no packages beyond Python.
 """
@@ -27,8 +28,12 @@ def main():
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--command", choices=["stats", "plan"], default="stats")
+    parser.add_argument("--budgets", default="1GiB",
+                        help="plan: device budgets, comma-separated, one drawn per run (several: tight ones exercise "
+                             "swapping, recomputation and the does-not-fit errors)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    budgets = args.budgets.split(",")
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "mutated.onnx")
@@ -42,7 +47,8 @@ def main():
                 f.write(data)
             cmd = [args.lms, args.command, path, "--batch", "2"]
             if args.command == "plan":
-                cmd += ["--budget", "1GiB", "--strategy", rng.choice(["none", "tflms", "auto"])]
+                budget = budgets[0] if len(budgets) == 1 else rng.choice(budgets)  # one: the draws of earlier runs
+                cmd += ["--budget", budget, "--strategy", rng.choice(["none", "tflms", "auto"])]
             cmd += FIXTURES[name]
             try:
                 r = subprocess.run(cmd, capture_output=True, timeout=60)
