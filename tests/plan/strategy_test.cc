@@ -3,6 +3,7 @@
 // plan, not only the simulator, fits), refuses a budget below the hard minimum and a host budget too small
 // with one sentence each, swaps what fixed parameters say, and is deterministic. The schedule it produces is
 // valid (checked by compile's verifier and race check in the training tests).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -261,6 +262,38 @@ TEST(Strategy, AutoRecomputesOnAPcieLinkAndIsDeterministic) {
   Plan b = plan_ok(auto_options("v100-pcie3", budget));
   EXPECT_EQ(print_graph(a.graph), print_graph(b.graph));
   EXPECT_EQ(a.memory.device_arena_bytes, b.memory.device_arena_bytes);
+}
+
+// auto's search runs its greedies, refinements and advances, and the two schedules, at once (plan/auto/
+// parallel.h): on one thread or eight, the same plan, the same prediction and the same rounds reported in the
+// same order. resnet50 at 4x the batch that fits 16 GiB without LMS (every stage of the search runs there).
+TEST(Strategy, AutoPlansTheSameOnAnyNumberOfThreads) {
+  ModelOptions mo;
+  mo.batch = 796;
+  const Graph training = momentum_training("resnet50", mo);
+  auto plan_on = [&](int threads, std::vector<std::string>& rounds) {
+    StrategyOptions o = auto_options("h200-pcie5", int64_t{16} << 30);
+    o.threads = threads;
+    o.on_auto_round = [&](std::string_view schedule, const AutoRound& r) {
+      rounds.push_back(fmt::format("{} {} {} +{} {}: {} {} at {}, {} at {} {} {}", schedule, r.greedy,
+                                   r.reuse_estimate, r.pinned, r.round, r.target_bytes, r.estimate_bytes,
+                                   r.estimate_at, r.planned_bytes, r.planned_at, r.fits, r.step_seconds));
+    };
+    return try_plan(training, o);
+  };
+  std::vector<std::string> one, eight;
+  auto a = plan_on(1, one);
+  auto b = plan_on(8, eight);
+  ASSERT_TRUE(a.has_value()) << a.error().str();
+  ASSERT_TRUE(b.has_value()) << b.error().str();
+  ASSERT_TRUE(a->fits);
+  EXPECT_GT(one.size(), 10u);
+  EXPECT_EQ(one, eight);
+  EXPECT_EQ(print_graph(a->graph), print_graph(b->graph));
+  EXPECT_EQ(a->memory.device_arena_bytes, b->memory.device_arena_bytes);
+  EXPECT_EQ(a->predicted_step_seconds, b->predicted_step_seconds);
+  EXPECT_EQ(a->auto_source, b->auto_source);
+  EXPECT_EQ(a->auto_rounds, b->auto_rounds);
 }
 
 // On PCIe 5 at a third of the way from the hard minimum, auto swaps and holds each swapped value's space while

@@ -34,6 +34,10 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
   app->add_flag("--no-buffer-reuse", a.no_buffer_reuse,
                 "Give every tensor a buffer of its own: no element-wise op, softmax or reshape writes its output over "
                 "an input it reads last (docs/planner.md \"Buffer reuse\"; for comparisons)");
+  app->add_option("--plan-threads", a.plan_threads,
+                  "auto: threads its search runs on (default 0: one per hardware thread); the plan is the same for "
+                  "any number")
+      ->check(CLI::Range(0, 1024));
   add_backend_options(app, a.backend);
   app->add_flag("--verbose", a.verbose, "List every parameter set the tflms search simulates, every round of auto's search, and every size maxbatch/maxres probes (on stderr)");
 }
@@ -80,6 +84,7 @@ Result<StrategyOptions> resolve(const StrategyArgs& a, std::string_view default_
   }
   if (a.verbose) o.on_trial = print_trial, o.on_auto_round = print_auto_round;
   o.reuse_buffers = !a.no_buffer_reuse;
+  o.threads = a.plan_threads;
   if (!a.device_model.empty()) {
     auto m = device_model(a.device_model);
     if (!m) return wrap("--device-model", m.error());

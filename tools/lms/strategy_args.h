@@ -30,6 +30,7 @@ struct StrategyArgs {
   std::string tflms_params;   // --tflms-params T,A,G,S (empty: search)
   bool verbose = false;       // --verbose: every parameter set the tflms search tries
   bool no_buffer_reuse = false;  // --no-buffer-reuse: no output written over a dying input's buffer
+  int plan_threads = 0;          // --plan-threads: threads auto's search runs on (0: one per hardware thread)
   bool tf32 = false;          // --tf32: cuda's f32 convolutions and matmuls on TF32 tensor cores, predicted so
   BackendFlags backend;          // --cuda-workspace, --cuda-conv-gemm, --cpu-layouts
   std::string device_model;   // --device-model NAME: the device auto plans for and times are predicted on

@@ -19,6 +19,7 @@
 #include "lms/passes/tflms_swap.h"
 #include "lms/passes/tflms_triggers.h"
 #include "lms/ir/verifier.h"
+#include "lms/plan/auto/parallel.h"
 #include "lms/plan/schedule.h"
 #include "lms/sim/time_sim.h"
 
@@ -203,6 +204,8 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   ao.budget_bytes = opts.budget_bytes;
   ao.host_budget_bytes = opts.host_budget_bytes;
   ao.fits_only = opts.fits_only;
+  // A backend's workspace query (cuDNN's algorithm choice) is not made for other threads: with one, one thread.
+  ao.threads = opts.workspace_bytes ? 1 : opts.threads;
   // Auto's swap-ins and clones make lifetimes that one assignment packs much better than another at times
   // (resnet50 b1000 at 16 GiB: 18.8 vs 15.x GiB); it keeps the smaller arena of every assignment, and when
   // none fits the budget but the liveness bound does, searches perturbed orders (Note [Perturbed orders]) until
@@ -230,14 +233,36 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   auto report_from = [&](std::string_view schedule) {
     if (opts.on_auto_round) ao.on_round = [&, schedule](const AutoRound& r) { opts.on_auto_round(schedule, r); };
   };
-  report_from("graph order");
-  AutoResult own = LMS_TRY(plan_auto(scheduled, workspaces, exact, ao));
-  if (!(opts.fits_only && own.fits)) {
+  // A capacity probe plans the level order only when the graph's order does not fit; a full plan plans both at
+  // once (plan/auto/parallel.h: the rounds are reported in this order all the same).
+  auto plan_levelled = [&](const AutoOptions& o) -> Result<AutoResult> {
     Graph levelled = LMS_TRY(tflms_schedule(scheduled));
     std::vector<int64_t> ws;
     if (opts.workspace_bytes) ws = LMS_TRY(opts.workspace_bytes(levelled));
+    return plan_auto(levelled, ws, exact, o);
+  };
+  std::optional<AutoResult> levelled;
+  AutoResult own;
+  if (opts.fits_only) {
+    report_from("graph order");
+    own = LMS_TRY(plan_auto(scheduled, workspaces, exact, ao));
     report_from("level order");
-    AutoResult other = LMS_TRY(plan_auto(levelled, ws, exact, ao));
+    if (!own.fits) levelled = LMS_TRY(plan_levelled(ao));
+  } else {
+    if (opts.on_auto_round) ao.on_round = [](const AutoRound&) {};  // recorded per schedule, reported below
+    auto both = run_auto_tasks<Result<AutoResult>>(2, ao, [&](size_t i, const AutoOptions& o) {
+      return i == 0 ? plan_auto(scheduled, workspaces, exact, o) : plan_levelled(o);
+    });
+    for (size_t i = 0; i < both.size(); ++i) {
+      if (opts.on_auto_round)
+        for (const AutoRound& r : both[i].rounds) opts.on_auto_round(i == 0 ? "graph order" : "level order", r);
+      if (!both[i].value) return std::unexpected(std::move(both[i].value.error()));
+    }
+    own = std::move(*both[0].value);
+    levelled = std::move(*both[1].value);
+  }
+  if (levelled) {
+    AutoResult& other = *levelled;
     if (other.fits && (!own.fits || other.sim.step_seconds < own.sim.step_seconds)) {
       other.rounds += own.rounds;
       own = std::move(other);

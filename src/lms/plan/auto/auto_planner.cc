@@ -23,18 +23,6 @@
 // exact plan and the time simulation of the rewritten graph are the judges (plan_auto retries with a lower
 // target when the exact plan does not fit, or when the greedy gets stuck before reaching its first target).
 //
-// Note [Auto slack]
-// The estimate gives every value a buffer of its own, though the exact plans write outputs over the buffers of
-// inputs they read last (Note [Buffer reuse] in plan/liveness.h): which buffers an op may reuse depends on the
-// rewrite (a swapped value is read by a copy and is never reused; a clone changes who reads last), and an
-// estimate counting the original graph's reuse let the greedy free too little in the wrong places (vit_b_16,
-// swin_t and deeplabv3 at 16 GiB came out 3-16% slower, docs/results.md). Without reuse the estimate is an upper
-// bound of the liveness of the same choices. And the greedy stops at the first move that brings the estimate
-// under the target, its moves freeing whole tensors. So an exact plan that fits often leaves room: a round that
-// fits with more than `retry_step` of the budget left raises the target by what is left and goes again (fewer
-// moves: faster, or over the budget), until a round does not fit, repeats the last decisions, or rounds run out;
-// the fastest that fitted is the mix's plan. Not when only fitting is asked (AutoOptions::fits_only).
-//
 // Note [Auto holds]
 // A swapped value's space is free for reuse once its last forward reader has run, but the op that reuses it must
 // wait for the copy to the host (the Program's buffer-reuse waits): a 2.4 GiB activation on PCIe 5 stalls the
@@ -45,22 +33,6 @@
 // (then with half-length ones: holds change the packing), without the costly search for a tighter packing. The
 // first that fits is kept when the time simulation says it is faster; a hold cut short leaves a smaller stall,
 // which the simulation counts.
-//
-// Note [Auto portfolio]
-// A greedy at the peak can paint itself into a corner: recomputations chosen early make clones that are live
-// together late in the backward pass, where nothing is left to free. Rather than a search with undo, plan_auto
-// runs four deterministic greedies -- both moves, both moves with the cascading estimate, swaps only,
-// recomputations only -- each with its retries, and keeps the fastest exact plan that fits by the time
-// simulation. The cascading estimate (Mix::both_cascade): a recomputation whose clones move earlier, because a
-// later-chosen clone reads what they make, moves what they read earlier too, recursively. The plain greedy moves
-// only the first level, so its estimate can miss the end of the backward pass, where a block's whole forward is
-// recomputed at once (resnet50 at 4x its unconstrained batch on h200-pcie5: the plain estimate put 9.0 GiB where
-// the exact liveness had 16.4, and its retries lowered the target everywhere for an excess at one place; on a
-// 40 TFLOP/s device the plain greedy misses 16 GiB, the cascading one fits at 0.85 s where swapping alone takes
-// 2.2 s). The cascading one is more often stuck below its target elsewhere (no undo) and the plain one's plans are
-// sometimes faster (resnet50 at 3x: 0.328 s against 0.367 s), so both run. When none fits, one more runs with
-// both moves under stricter rules (Mix::both_strict), which at the edge of capacity leave fewer clones live at
-// once. Each costs one estimate and a few exact plans (docs/results.md has the planning times).
 //
 // Note [Auto segments]
 // A value's recompute chain stops at values a backward op reads, which are resident or recomputed for their own
@@ -85,6 +57,7 @@
 
 #include "lms/ir/verifier.h"
 #include "lms/plan/auto/candidates.h"
+#include "lms/plan/auto/parallel.h"
 #include "lms/plan/auto/prefetch_advance.h"
 #include "lms/plan/auto/realize.h"
 #include "lms/plan/liveness.h"
@@ -525,20 +498,6 @@ Result<bool> advance(const Graph& scheduled, std::vector<Candidate>& cands, Auto
   return false;
 }
 
-// Note [Auto refinement]
-// The greedy prices a swap by the copy queues at one peak; the simulation of the plan it built shows where the
-// compute stream actually waits for copies: for prefetches (at the end of the backward pass, queued behind each
-// other, when memory there made their triggers late) and, in the forward pass, for copies out (an op reusing the
-// space of a swapped value waits for its copy to the host: the Program's buffer-reuse waits). So for each plan of
-// the portfolio that fits, mixes swaps and recomputations, and whose compute stream waits more than
-// `refine_min_wait` of its step, up to `refine_steps` times: pin the swapped value the compute stream waits for
-// longest as a recomputation, run that greedy again around the pins (it frees elsewhere what the recomputation
-// costs in memory), and keep the pin when that plan fits and is predicted faster. Then up to `refine_steps`
-// times more, counting the waits for copies out too (the prefetches first: pins kept early change what later
-// pins achieve, and the copy-out pins chosen first led resnet152 on v100-pcie3 to a slower plan, 1.23 s against
-// 1.15 s). Each plan is refined, not only the fastest: resnet50 at 4x on h200-pcie5, the cascading greedy's plan in
-// TFLMS's level order was the slowest that fit (0.722 s) and became the fastest refined (0.505 s).
-
 // One greedy mix with retries: the greedy to a target, the rewrite, the exact plan; a plan over the budget
 // lowers the target by its excess (and a step) and tries again, until it fits, the greedy cannot reach its
 // target, or max_rounds.
@@ -729,48 +688,74 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
   auto any_fits = [&] {
     return std::any_of(plans.begin(), plans.end(), [](const Planned& p) { return p.result.fits; });
   };
+  // The pieces run at once (plan/auto/parallel.h); their rounds are replayed in order.
+  auto replay = [&](const std::vector<AutoRound>& log) {
+    if (o.on_round)
+      for (const AutoRound& r : log) o.on_round(r);
+  };
+  // Greedies at once, kept in order as if run one after another: to the first that fits when only fitting is
+  // asked (then that plan, in `fitted`).
+  std::optional<AutoResult> fitted;
+  auto run_mixes = [&](const std::vector<Mix>& mixes, bool reuse) -> Result<void> {
+    auto done = run_auto_tasks<Result<Planned>>(mixes.size(), o, [&](size_t i, const AutoOptions& own) {
+      Planned p;
+      p.mix = mixes[i];
+      p.reuse_estimate = reuse;
+      auto r = plan_mix(scheduled, tl, candidates_of(p.mix), live_of(reuse), reuse, exact, own, p.mix, {}, &p.chosen);
+      if (!r) return Result<Planned>(std::unexpected(std::move(r.error())));
+      p.result = std::move(*r);
+      return Result<Planned>(std::move(p));
+    });
+    for (AutoTask<Result<Planned>>& t : done) {
+      replay(t.rounds);
+      if (!t.value) return std::unexpected(std::move(t.value.error()));
+      rounds += t.value->result.rounds;
+      plans.push_back(std::move(*t.value));
+      if (o.fits_only && plans.back().result.fits) {
+        plans.back().result.rounds = rounds;
+        fitted = std::move(plans.back().result);
+        return {};
+      }
+    }
+    return {};
+  };
   for (bool reuse : {false, true}) {
     if (reuse) {
       if (any_fits()) break;
       live_reused =
           live_bytes(LMS_TRY(compute_liveness(scheduled, workspaces, /*reuse=*/true)), Placement::device);
     }
-    for (Mix mix : {Mix::both, Mix::both_cascade, Mix::both_segment, Mix::swap_only, Mix::recompute_only,
-                    Mix::both_strict}) {
-      if (mix == Mix::both_strict && any_fits()) break;
-      if (mix == Mix::both_segment && !any_segment) continue;
-      Planned p;
-      p.mix = mix;
-      p.reuse_estimate = reuse;
-      p.result =
-          LMS_TRY(plan_mix(scheduled, tl, candidates_of(mix), live_of(reuse), reuse, exact, o, mix, {}, &p.chosen));
-      rounds += p.result.rounds;
-      plans.push_back(std::move(p));
-      if (o.fits_only && plans.back().result.fits) {
-        plans.back().result.rounds = rounds;
-        return std::move(plans.back().result);
-      }
-    }
+    std::vector<Mix> mixes = {Mix::both, Mix::both_cascade, Mix::swap_only, Mix::recompute_only};
+    if (any_segment) mixes.insert(mixes.begin() + 2, Mix::both_segment);
+    LMS_TRY_VOID(run_mixes(mixes, reuse));
+    if (!fitted && !any_fits()) LMS_TRY_VOID(run_mixes({Mix::both_strict}, reuse));
+    if (fitted) return std::move(*fitted);
   }
-  const size_t portfolio = plans.size();
-  for (size_t k = 0; k < portfolio; ++k) {
-    if (!plans[k].result.fits || plans[k].mix == Mix::swap_only || plans[k].mix == Mix::recompute_only) continue;
+  // Each plan's refinement on its own (they are independent): the improved ones join the plans, in order.
+  struct Refined {
+    std::optional<Planned> improved;
+    int rounds = 0;
+  };
+  auto refined = run_auto_tasks<Result<Refined>>(plans.size(), o, [&](size_t k, const AutoOptions& own)
+                                                                        -> Result<Refined> {
+    Refined out;
+    if (!plans[k].result.fits || plans[k].mix == Mix::swap_only || plans[k].mix == Mix::recompute_only) return out;
     Planned cur = plans[k];
     const double waiting = cur.result.sim.stall_seconds[static_cast<size_t>(StreamId::compute)];
-    if (waiting <= o.refine_min_wait * cur.result.sim.step_seconds) continue;
+    if (waiting <= own.refine_min_wait * cur.result.sim.step_seconds) return out;
     std::vector<int> pinned;
     std::vector<bool> tried(candidates.size(), false);
     bool improved = false;
     for (bool copies_out : {false, true}) {  // the prefetches first, then the copies out too
-      for (int step = 0; step < o.refine_steps; ++step) {
+      for (int step = 0; step < own.refine_steps; ++step) {
         const int i = most_waited_for_swap(scheduled, cur.chosen, cur.result, tried, copies_out);
         if (i < 0) break;
         tried[static_cast<size_t>(i)] = true;
         pinned.push_back(i);
         std::vector<Candidate> chosen;
         AutoResult t = LMS_TRY(plan_mix(scheduled, tl, candidates_of(cur.mix), live_of(cur.reuse_estimate),
-                                        cur.reuse_estimate, exact, o, cur.mix, pinned, &chosen));
-        rounds += t.rounds;
+                                        cur.reuse_estimate, exact, own, cur.mix, pinned, &chosen));
+        out.rounds += t.rounds;
         if (t.fits && t.sim.step_seconds < cur.result.sim.step_seconds) {
           cur.result = std::move(t);
           cur.chosen = std::move(chosen);
@@ -780,14 +765,29 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
         }
       }
     }
-    if (improved) plans.push_back(std::move(cur));
+    if (improved) out.improved = std::move(cur);
+    return out;
+  });
+  for (AutoTask<Result<Refined>>& t : refined) {
+    replay(t.rounds);
+    if (!t.value) return std::unexpected(std::move(t.value.error()));
+    rounds += t.value->rounds;
+    if (t.value->improved) plans.push_back(std::move(*t.value->improved));
   }
   // Each with its prefetches advanced (Note [Prefetch advance]: last, after the refinement; again from each
   // advanced plan's simulation while that helps); the fastest that fits, else the first mix's (its reason); ties
   // keep the earlier.
-  for (Planned& p : plans)
-    for (int k = 0; k < o.advance_rounds && p.result.fits; ++k)
-      if (!LMS_TRY(advance(scheduled, p.chosen, p.result, exact, o))) break;
+  auto advanced = run_auto_tasks<Result<void>>(plans.size(), o, [&](size_t i, const AutoOptions& own) {
+    Planned& p = plans[i];
+    for (int k = 0; k < own.advance_rounds && p.result.fits; ++k) {
+      auto more = advance(scheduled, p.chosen, p.result, exact, own);
+      if (!more) return Result<void>(std::unexpected(std::move(more.error())));
+      if (!*more) break;
+    }
+    return Result<void>{};
+  });
+  for (AutoTask<Result<void>>& t : advanced)
+    if (!t.value) return std::unexpected(std::move(t.value.error()));
   size_t best = 0;
   for (size_t k = 1; k < plans.size(); ++k)
     if (plans[k].result.fits && (!plans[best].result.fits ||

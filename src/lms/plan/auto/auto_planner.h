@@ -28,6 +28,50 @@
 
 namespace lms {
 
+// Note [Auto portfolio]
+// A greedy at the peak can paint itself into a corner: recomputations chosen early make clones that are live
+// together late in the backward pass, where nothing is left to free. Rather than a search with undo, plan_auto
+// runs four deterministic greedies -- both moves, both moves with the cascading estimate, swaps only,
+// recomputations only -- each with its retries, and keeps the fastest exact plan that fits by the time
+// simulation. The cascading estimate (Mix::both_cascade): a recomputation whose clones move earlier, because a
+// later-chosen clone reads what they make, moves what they read earlier too, recursively. The plain greedy moves
+// only the first level, so its estimate can miss the end of the backward pass, where a block's whole forward is
+// recomputed at once (resnet50 at 4x its unconstrained batch on h200-pcie5: the plain estimate put 9.0 GiB where
+// the exact liveness had 16.4, and its retries lowered the target everywhere for an excess at one place; on a
+// 40 TFLOP/s device the plain greedy misses 16 GiB, the cascading one fits at 0.85 s where swapping alone takes
+// 2.2 s). The cascading one is more often stuck below its target elsewhere (no undo) and the plain one's plans are
+// sometimes faster (resnet50 at 3x: 0.328 s against 0.367 s), so both run. When none fits, one more runs with
+// both moves under stricter rules (Mix::both_strict), which at the edge of capacity leave fewer clones live at
+// once. Each costs one estimate and a few exact plans (docs/results.md has the planning times). They run at once
+// on AutoOptions::threads threads, taken in this order (plan/auto/parallel.h), as do the refinements below and
+// the graph's and the level order's searches.
+
+// Note [Auto refinement]
+// The greedy prices a swap by the copy queues at one peak; the simulation of the plan it built shows where the
+// compute stream actually waits for copies: for prefetches (at the end of the backward pass, queued behind each
+// other, when memory there made their triggers late) and, in the forward pass, for copies out (an op reusing the
+// space of a swapped value waits for its copy to the host: the Program's buffer-reuse waits). So for each plan of
+// the portfolio that fits, mixes swaps and recomputations, and whose compute stream waits more than
+// `refine_min_wait` of its step, up to `refine_steps` times: pin the swapped value the compute stream waits for
+// longest as a recomputation, run that greedy again around the pins (it frees elsewhere what the recomputation
+// costs in memory), and keep the pin when that plan fits and is predicted faster. Then up to `refine_steps`
+// times more, counting the waits for copies out too (the prefetches first: pins kept early change what later
+// pins achieve, and the copy-out pins chosen first led resnet152 on v100-pcie3 to a slower plan, 1.23 s against
+// 1.15 s). Each plan is refined, not only the fastest: resnet50 at 4x on h200-pcie5, the cascading greedy's plan in
+// TFLMS's level order was the slowest that fit (0.722 s) and became the fastest refined (0.505 s).
+
+// Note [Auto slack]
+// The estimate gives every value a buffer of its own, though the exact plans write outputs over the buffers of
+// inputs they read last (Note [Buffer reuse] in plan/liveness.h): which buffers an op may reuse depends on the
+// rewrite (a swapped value is read by a copy and is never reused; a clone changes who reads last), and an
+// estimate counting the original graph's reuse let the greedy free too little in the wrong places (vit_b_16,
+// swin_t and deeplabv3 at 16 GiB came out 3-16% slower, docs/results.md). Without reuse the estimate is an upper
+// bound of the liveness of the same choices. And the greedy stops at the first move that brings the estimate
+// under the target, its moves freeing whole tensors. So an exact plan that fits often leaves room: a round that
+// fits with more than `retry_step` of the budget left raises the target by what is left and goes again (fewer
+// moves: faster, or over the budget), until a round does not fit, repeats the last decisions, or rounds run out;
+// the fastest that fitted is the mix's plan. Not when only fitting is asked (AutoOptions::fits_only).
+
 // Note [Auto reuse estimate]
 // The estimate without reuse (Note [Auto slack]) is an upper bound, and at the edge of capacity the bound is what
 // stops the greedy: an op that may write its output over an input it reads last, a GELU's backward, counts three
@@ -83,6 +127,8 @@ struct AutoOptions {
                                     // prefetch advance (capacity probes ask whether it fits, not how fast)
   std::function<void(const AutoRound&)> on_round = {};  // after each greedy round's exact plan, in order
                                                        // (progress output; --verbose); empty: none
+  int threads = 0;                  // greedies, refinements and advances run at once (plan/auto/parallel.h;
+                                    // 0: one per hardware thread); the plan is the same for any number
 };
 
 // One decision of the plan, for reports.
