@@ -204,7 +204,8 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   ao.budget_bytes = opts.budget_bytes;
   ao.host_budget_bytes = opts.host_budget_bytes;
   ao.fits_only = opts.fits_only;
-  // A backend's workspace query (cuDNN's algorithm choice) is not made for other threads: with one, one thread.
+  // A backend's workspace query (cuDNN's algorithm choice among them) was not written to be called from other
+  // threads: with one, the search runs on this thread.
   ao.threads = opts.workspace_bytes ? 1 : opts.threads;
   // Auto's swap-ins and clones make lifetimes that one assignment packs much better than another at times
   // (resnet50 b1000 at 16 GiB: 18.8 vs 15.x GiB); it keeps the smaller arena of every assignment, and when

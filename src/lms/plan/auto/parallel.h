@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -40,7 +41,13 @@ std::vector<AutoTask<T>> run_auto_tasks(size_t n, const AutoOptions& o, F&& f) {
   const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
   const size_t threads = std::min(n, o.threads > 0 ? static_cast<size_t>(o.threads) : hardware);
   std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  for (size_t t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {  // no more threads to be had: the ones running take the rest
+      break;
+    }
+  }
   work();
   for (std::thread& t : pool) t.join();
   std::vector<AutoTask<T>> out;
