@@ -259,6 +259,52 @@ TEST(CpuBackend, BlockedValuesReachPlainOnlyKernels) {
 #endif
 }
 
+// A reshape shares its input's buffer (Note [Views]), so the cpu backend keeps that input plain: %r (a
+// convolution's output through relu, blocked otherwise) is read as the view %f and after it by %q; %q is blocked
+// otherwise too, and reaches the view %v through a swap to the host and back. Blocked bytes read as plain ones
+// would give other values.
+TEST(CpuBackend, ViewsReadTheirInputsInThePlainLayout) {
+  SKIP_WITHOUT_CPU_BACKEND();
+#ifdef LMS_HAVE_CPU_BACKEND
+  const std::string text = R"(graph views_of_blocked {
+  %x = input() : f32[2,16,8,8] #fwd
+  %w = param() {init = "he"} : f32[16,16,3,3] #fwd
+  %y = conv2d(%x, %w) {pad = [1, 1]} : f32[2,16,8,8] #fwd
+  %r = relu(%y) : f32[2,16,8,8] #fwd
+  %f = reshape(%r) {shape = [2, 1024]} : f32[2,1024] #fwd
+  %q = relu(%y) : f32[2,16,8,8] #fwd
+  %rq = add(%r, %q) : f32[2,16,8,8] #fwd
+  %h = swap_out(%q) : f32[2,16,8,8] @host #swap
+  %b = swap_in(%h) : f32[2,16,8,8] #swap
+  %v = reshape(%b) {shape = [2, 1024]} : f32[2,1024] #fwd
+  %n = add(%v, %f) : f32[2,1024] #fwd
+  %k = relu(%rq) : f32[2,16,8,8] #fwd
+  return %n, %k
+})";
+  ReferenceBackend reference;
+  CpuBackend cpu;
+  std::map<std::string, std::string> ref_kernels, cpu_kernels;
+  const auto want = run_forward(text, reference, ref_kernels), got = run_forward(text, cpu, cpu_kernels);
+  ASSERT_EQ(want.size(), 2u);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    auto a = want[o].as<float>(), b = got[o].as<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(b[i], a[i], 1e-5 * (1 + std::abs(a[i]))) << "output " << o << " element " << i;
+  }
+  auto g = parse_graph(text);
+  ASSERT_TRUE(g.has_value()) << g.error().str();
+  auto program = compile(*g, PlanOptions{}, &cpu);
+  ASSERT_TRUE(program.has_value()) << program.error().str();
+  const Graph& pg = program->graph();
+  const MemoryPlan& m = program->memory();
+  auto buffer = [&](const char* name) { return m.buffer_of_value[pg.find_value(name)->v]; };
+  EXPECT_EQ(buffer("f"), buffer("r"));
+  EXPECT_EQ(buffer("v"), buffer("b"));
+#endif
+}
+
 TEST(CpuBackend, ErrorsAreValues) {
   SKIP_WITHOUT_CPU_BACKEND();
 #ifdef LMS_HAVE_CPU_BACKEND

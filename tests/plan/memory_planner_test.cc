@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <random>
 
 #include "lms/ir/builder.h"
@@ -86,8 +88,8 @@ Graph random_graph(std::mt19937& rng, int num_nodes) {
 // start the inputs and persistent buffers are written; each node first checks that every value it reads still
 // carries its own tag, then writes its fresh outputs. After the last node, graph outputs and persistent
 // buffers must be intact. An output written over an input's buffer (Note [Buffer reuse]) may overwrite that
-// input alone, and only at its last reader: any later read of it finds the output's tag. Returns the first
-// violation.
+// input alone, and only at its last reader: any later read of it finds the output's tag; a view (Note [Views])
+// writes nothing and reads as its input. Returns the first violation.
 std::string simulate(const Graph& g, const MemoryPlan& plan) {
   std::vector<int32_t> device(plan.device_arena_bytes, -1), host(plan.host_arena_bytes, -1);
   auto arena = [&](const PlannedBuffer& b) -> std::vector<int32_t>& {
@@ -101,7 +103,17 @@ std::string simulate(const Graph& g, const MemoryPlan& plan) {
       if (arena(b)[b.offset + i] != tag) return false;
     return true;
   };
-  auto tag = [&](ValueId v) { return static_cast<int32_t>(g.storage_root(v).v); };
+  // A view in its input's buffer (Note [Views]) writes nothing: it carries its input's tag.
+  auto viewed = [&](ValueId v) -> std::optional<ValueId> {
+    const Node& p = g.node(g.value(v).producer);
+    const int k = g.def(g.value(v).producer).view_input;
+    if (k < 0 || plan.buffer_of_value[p.inputs[static_cast<size_t>(k)].v] != plan.buffer_of_value[v.v]) return {};
+    return p.inputs[static_cast<size_t>(k)];
+  };
+  std::function<int32_t(ValueId)> tag = [&](ValueId v) {
+    if (auto in = viewed(v)) return tag(*in);
+    return static_cast<int32_t>(g.storage_root(v).v);
+  };
   auto intact = [&](ValueId v) { return holds(plan.of(v), tag(v)); };
   for (const PlannedBuffer& b : plan.buffers)
     if (b.life.persistent || b.life.input) fill(b, static_cast<int32_t>(b.life.root.v));
@@ -114,7 +126,7 @@ std::string simulate(const Graph& g, const MemoryPlan& plan) {
     const auto ws_tag = -2 - static_cast<int32_t>(n.v);
     if (ws) fill(*ws, ws_tag);
     for (ValueId v : g.node(n).outputs)
-      if (g.storage_root(v) == v && !g.def(n).traits.source) fill(plan.of(v), tag(v));
+      if (g.storage_root(v) == v && !g.def(n).traits.source && !viewed(v)) fill(plan.of(v), tag(v));
     if (ws && !holds(*ws, ws_tag)) return "the workspace of" + at + " shares an output's space";
     for (ValueId v : g.node(n).inputs) {
       const bool reused = std::ranges::any_of(g.node(n).outputs, [&](ValueId o) {
@@ -415,6 +427,52 @@ TEST(MemoryPlanner, BuffersAreNotReusedWhereAnotherReaderCouldSeeTheWrite) {
   auto program = build_program(g, *plan);
   ASSERT_TRUE(program.has_value()) << program.error().str();
   EXPECT_TRUE(check_program_races(*program).has_value());
+}
+
+// Note [Views]: a reshape shares its input's buffer though the input is read after it (b + b); the buffer lives
+// to the last reader of either, and only then may an op write over it (d over b and v). A parameter's reshape,
+// one of a value a copy reads (whose buffer is never written over: s could not take r's), and every reshape
+// without reuse get a buffer of their own.
+TEST(MemoryPlanner, ReshapesShareTheBufferOfAnInputStillRead) {
+  Graph g;
+  Builder b(g);
+  const TensorType t{DType::f32, {64}};
+  ValueId x = b.input(t, "x");
+  ValueId w = b.param(t, "w", "ones");
+  ValueId a = b.op(Op::relu, {x}, {}, "a");
+  ValueId h = b.op(Op::swap_out, {a}, {}, "h");
+  ValueId r = b.op(Op::reshape, {a}, attrs({{"shape", IntList{8, 8}}}), "r");
+  ValueId m = b.op(Op::mul, {a, a}, {}, "m");
+  ValueId s = b.op(Op::relu, {r}, {}, "s");  // r's last reader: written over r
+  ValueId bb = b.op(Op::relu, {x}, {}, "b");
+  ValueId v = b.op(Op::reshape, {bb}, attrs({{"shape", IntList{8, 8}}}), "v");
+  ValueId c = b.op(Op::add, {bb, bb}, {}, "c");
+  ValueId d = b.op(Op::relu, {v}, {}, "d");  // the last reader of b and v: written over them
+  ValueId q = b.op(Op::reshape, {w}, attrs({{"shape", IntList{8, 8}}}), "q");
+  ValueId back = b.op(Op::swap_in, {h}, {}, "back");
+  ValueId o = b.op(Op::mul, {back, m}, {}, "o");
+  ASSERT_TRUE(b.ok()) << b.error()->str();
+  g.set_outputs({s, c, d, q, o});
+  auto plan = plan_memory(g);
+  ASSERT_TRUE(plan.has_value()) << plan.error().str();
+  auto buffer = [&](ValueId val) { return plan->buffer_of_value[val.v]; };
+  auto pos = [&](ValueId val) { return static_cast<int>(g.value(val).producer.v); };
+  EXPECT_NE(buffer(r), buffer(a));
+  EXPECT_EQ(buffer(s), buffer(r));
+  EXPECT_EQ(buffer(v), buffer(bb));
+  EXPECT_EQ(buffer(d), buffer(bb));
+  EXPECT_EQ(plan->of(bb).life.first, pos(bb));
+  EXPECT_EQ(plan->of(bb).life.last, plan->num_positions - 1);  // d is a graph output
+  EXPECT_NE(buffer(c), buffer(bb));
+  EXPECT_NE(buffer(q), buffer(w));
+  EXPECT_EQ(simulate(g, *plan), "");
+  auto program = build_program(g, *plan);
+  ASSERT_TRUE(program.has_value()) << program.error().str();
+  EXPECT_TRUE(check_program_races(*program).has_value());
+  auto own = plan_memory(g, kOwnBuffers);
+  ASSERT_TRUE(own.has_value());
+  EXPECT_NE(own->buffer_of_value[r.v], own->buffer_of_value[a.v]);
+  EXPECT_NE(own->buffer_of_value[v.v], own->buffer_of_value[bb.v]);
 }
 
 TEST(MemoryPlanner, InPlaceUpdatesShareTheirParameterBuffer) {

@@ -130,7 +130,7 @@ void print_plan(const std::string& graph, const Plan& p, const std::optional<Pre
   fmt::print("  hard minimum    {} (parameters and state {} plus the largest op)\n",
              format_size(p.memory.min_budget_bytes), format_size(p.memory.persistent_bytes));
   if (p.memory.reused_buffers > 0)
-    fmt::print("  buffer reuse    {} outputs written over the buffer of an input they read last\n",
+    fmt::print("  buffer reuse    {} outputs written over the buffer of an input they read last or viewing it\n",
                p.memory.reused_buffers);
   if (p.tflms) {  // the graph was rewritten
     fmt::print("  swapped         {} tensors: {} out, {} in per step; host memory {}\n", p.swapped_tensors,

@@ -162,8 +162,8 @@ Cost embedding_cost(const OpCall& c, std::span<const TensorType> outs) {
   return Cost{0, c.inputs[1].bytes() + total_bytes(outs), total_bytes(outs)};
 }
 
-// reshape too: it is not a copy semantically, but its output is a value with its own planned buffer, so a
-// backend writes it out, and the roofline should charge that traffic.
+// reshape too: it is not a copy semantically, and where the memory planner makes it a view (Note [Views]) the
+// time simulator charges nothing; otherwise its output has a buffer of its own that a backend writes.
 Cost movement_cost(const OpCall& c, std::span<const TensorType> outs) { return elementwise_cost(c, outs, 0); }
 
 OpDef& basic(OpDef& d, std::vector<std::string_view> inputs, std::string_view doc) {
@@ -191,6 +191,7 @@ void define_linalg_ops(OpTable& t) {
     OpDef& d = basic(t.define(Op::reshape), {"x"}, "the same elements in row-major order with a new shape");
     d.attrs = {{"shape", AttrKind::IntList, std::nullopt, "the new shape; one entry may be -1 (inferred)"}};
     d.reusable_input = 0;
+    d.view_input = 0;
     d.shape = reshape_shape;
     d.cost = movement_cost;
     d.grad = autodiff::grad_reshape;

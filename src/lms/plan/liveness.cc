@@ -9,8 +9,8 @@ namespace lms {
 
 namespace {
 
-// Note [Buffer reuse]: each reusing op's output joins its input's buffer, in schedule order (so chains join
-// one buffer); then the buffers left are renumbered in order.
+// Note [Buffer reuse] and Note [Views]: each reusing op's or view's output joins its input's buffer, in
+// schedule order (so chains join one buffer); then the buffers left are renumbered in order.
 void reuse_buffers(const Graph& g, Liveness& lv) {
   const size_t count = lv.buffers.size();
   std::vector<int32_t> joined(count);  // the buffer each one joined (itself: none)
@@ -26,7 +26,9 @@ void reuse_buffers(const Graph& g, Liveness& lv) {
   };
   for (NodeId n : g.node_ids()) {
     const Node& node = g.node(n);
-    const int k = g.def(n).reusable_input;
+    const OpDef& d = g.def(n);
+    const bool view = d.view_input >= 0;  // Note [Views]
+    const int k = view ? d.view_input : d.reusable_input;
     if (k < 0 || k >= static_cast<int>(node.inputs.size()) || node.outputs.size() != 1) continue;
     const ValueId out = node.outputs[0], in = node.inputs[k];
     if (g.storage_root(out) != out || g.value(out).type.dtype != g.value(in).type.dtype) continue;
@@ -34,10 +36,12 @@ void reuse_buffers(const Graph& g, Liveness& lv) {
     BufferLife& a = lv.buffers[to];
     const BufferLife& o = lv.buffers[from];
     const int pos = static_cast<int>(n.v);
-    if (a.placement != Placement::device || o.placement != Placement::device || a.persistent || a.input ||
-        closed[to] || a.last != pos || o.first != pos || a.bytes != o.bytes)
+    if (a.placement != Placement::device || o.placement != Placement::device || a.persistent || o.first != pos ||
+        a.bytes != o.bytes)
       continue;
-    a.last = o.last;
+    const bool write = d.reusable_input == k && !a.input && a.last == pos;  // the input dies here
+    if (closed[to] || !(write || (view && !closed[from]))) continue;
+    a.last = std::max(a.last, o.last);
     closed[to] = closed[from];
     joined[from] = to;
     ++lv.reused;

@@ -11,7 +11,8 @@
 // Intervals are inclusive: an op's inputs and outputs are all live at its position, so an output never shares
 // space with an input unless the op declares the alias, or (Note [Buffer reuse]) the op may write over that input
 // (OpDef::reusable_input) and is the last node touching its buffer: the output is then written into the same
-// buffer, which lives on to the output's last toucher (one buffer holds x, relu(x), then relu(x) + y, ...).
+// buffer, which lives on to the output's last toucher (one buffer holds x, relu(x), then relu(x) + y, ...), or
+// (Note [Views]) the output is a view of the input (a reshape) and shares its buffer.
 //
 // Note [Buffer reuse]
 // An op with OpDef::reusable_input = k and one output takes the buffer B of its input k when: the output is a
@@ -21,6 +22,17 @@
 // reading when the op writes, so a buffer a copy reads is never reused). Each backend's kernel for such an op
 // reads element i before writing element i, so the values are those of a fresh buffer, bit for bit
 // (tests/backends/in_place_test.cc). Undone by `reuse = false`.
+//
+// Note [Views]
+// An op with OpDef::view_input = k (a reshape: the same bytes under another shape) and one output takes the
+// buffer B of its input k when: the output is a fresh storage root with that input's dtype and bytes; B is a
+// device buffer, not persistent; and neither value is a graph output or read by a copy op. Unlike reuse, the
+// input may still be read afterwards: the op writes nothing (every backend skips a copy onto itself), so B keeps
+// the input's bytes, and B lives on to the last toucher of either value. A later op may write over B (Note
+// [Buffer reuse]) only after every reader of both; so that sharing never keeps such a write from happening, a
+// buffer a copy reads (never written over) is not shared. Then one buffer over the union of the two lives is
+// never larger, at any position, than the two buffers were. The cpu backend keeps a view's input in the plain
+// layout (backends/cpu/dnnl_layouts.cc). Undone by `reuse = false`, with buffer reuse.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +64,8 @@ struct Liveness {
   std::vector<int32_t> buffer_of_value;  // index into `buffers`, by ValueId (every value has one)
   std::vector<int32_t> workspace_of_node;  // index into `buffers`, by NodeId; -1: the node needs no workspace
   int num_positions = 0;                 // the graph's node count
-  int reused = 0;                        // outputs written over the buffer of an input (Note [Buffer reuse])
+  int reused = 0;                        // outputs written over the buffer of an input (Note [Buffer reuse]) or
+                                         // sharing it as a view (Note [Views])
 
   const BufferLife& of(ValueId v) const { return buffers[buffer_of_value[v.v]]; }
 };
@@ -60,7 +73,7 @@ struct Liveness {
 // Precondition checked: node-id order is a valid schedule (check_schedule_order); the error names the node.
 // `workspace_bytes` (by NodeId; empty: none) adds a workspace buffer after the value buffers for every node
 // with a positive entry; its size must match the node count. `reuse`: outputs take their input's buffer where
-// Note [Buffer reuse] allows (false: every storage root has a buffer of its own).
+// Note [Buffer reuse] and Note [Views] allow (false: every storage root has a buffer of its own).
 Result<Liveness> compute_liveness(const Graph& scheduled, std::span<const int64_t> workspace_bytes = {},
                                   bool reuse = true);
 

@@ -29,8 +29,9 @@ struct PlanOptions {
   uint32_t perturbation = 0;                   // perturbed_by_area: which order of the family
   std::vector<int64_t> workspace_bytes = {};   // scratch bytes each node's kernel needs, by NodeId of the
                                                // scheduled graph (Backend::workspace_bytes); empty: none
-  bool reuse_buffers = true;                   // an op that may write over an input takes its buffer where
-                                               // Note [Buffer reuse] (plan/liveness.h) allows
+  bool reuse_buffers = true;                   // an op that may write over an input takes its buffer, and a
+                                               // view shares it, where Note [Buffer reuse] and Note [Views]
+                                               // (plan/liveness.h) allow
 };
 
 struct MemoryPlan {
@@ -49,8 +50,8 @@ struct MemoryPlan {
   int min_budget_position = -1;            // first position whose op has that largest working set
   int peak_position = -1;                  // first position where live device bytes reach the lower bound
   int64_t peak_transient_bytes = 0;        // non-persistent device bytes live there
-  int reused_buffers = 0;                  // outputs written over the buffer of an input they read last (Note
-                                           // [Buffer reuse] in plan/liveness.h)
+  int reused_buffers = 0;                  // outputs written over the buffer of an input they read last, or
+                                           // views sharing it (Notes [Buffer reuse], [Views], plan/liveness.h)
   int64_t budget_bytes = kUnlimitedBytes;  // the budget it was planned for
   Assignment assignment = kDefaultAssignment;  // the algorithm that placed it
 

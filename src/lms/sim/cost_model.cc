@@ -52,11 +52,6 @@ double op_seconds(const Graph& g, NodeId id, const DeviceModel& m) {
   return roofline_seconds(g, n, node_cost(g, n), m);
 }
 
-
-namespace {
-
-// The measured entry for node n: its own name's, or for a recompute clone (passes/recompute.cc names it
-// `<original>.re` or `<original>.re<k>`) its original's, through clones of clones.
 const MeasuredNode* measured_entry(const Graph& g, const Node& n, const MeasuredTimes& measured) {
   std::string name = g.value(n.outputs.front()).name;
   while (true) {
@@ -68,8 +63,6 @@ const MeasuredNode* measured_entry(const Graph& g, const Node& n, const Measured
     name.resize(end - 3);
   }
 }
-
-}  // namespace
 
 std::vector<double> op_times(const Graph& g, const DeviceModel& m, const MeasuredTimes* measured) {
   std::vector<double> times(g.num_nodes());

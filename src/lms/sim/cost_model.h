@@ -36,6 +36,11 @@ struct MeasuredNode {
 // Measured nodes by name, each named by its first output (`lms profile` writes them).
 using MeasuredTimes = std::unordered_map<std::string, MeasuredNode>;
 
+// The measured entry for node n (which has an output): its own name's, or for a recompute clone
+// (passes/recompute.cc names it `<original>.re` or `<original>.re<k>`) its original's, through clones of clones;
+// null: none.
+const MeasuredNode* measured_entry(const Graph& g, const Node& n, const MeasuredTimes& measured);
+
 // Seconds for every node, indexed by NodeId: where `measured` names the node, the measured time (scaled as
 // above when the node's work differs from the recorded one), else op_seconds.
 std::vector<double> op_times(const Graph& g, const DeviceModel& m, const MeasuredTimes* measured = nullptr);

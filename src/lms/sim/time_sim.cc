@@ -56,15 +56,15 @@ Result<TimeSimResult> simulate_time(const Graph& g, std::span<const double> seco
 Result<TimeSimResult> simulate_time(const Graph& g, const DeviceModel& model, const MeasuredTimes* measured,
                                     const MemoryPlan* plan) {
   std::vector<double> seconds = op_times(g, model, measured);
-  // A node that writes its output over its input's buffer and computes nothing (a reshape; Note [Buffer reuse])
-  // takes no time: every backend skips a copy onto itself.
+  // A view given its input's buffer (a reshape; Note [Views]) takes no time on the roofline: every backend
+  // skips a copy onto itself. A measured time is kept (it has the backend's per-node overhead).
   if (plan && plan->buffer_of_value.size() == g.num_values())
     for (NodeId n : g.node_ids()) {
       const Node& node = g.node(n);
-      const int k = g.def(n).reusable_input;
+      const int k = g.def(n).view_input;
       if (k < 0 || k >= static_cast<int>(node.inputs.size()) || node.outputs.size() != 1) continue;
-      if (plan->buffer_of_value[node.inputs[static_cast<size_t>(k)].v] == plan->buffer_of_value[node.outputs[0].v] &&
-          node_cost(g, node).flops == 0)
+      if (measured && measured_entry(g, node, *measured)) continue;
+      if (plan->buffer_of_value[node.inputs[static_cast<size_t>(k)].v] == plan->buffer_of_value[node.outputs[0].v])
         seconds[n.v] = 0;
     }
   return simulate_time(g, seconds, plan);
