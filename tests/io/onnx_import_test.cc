@@ -11,6 +11,7 @@
 #include "lms/autodiff/optimizer.h"
 #include "io/onnx_nodes.h"
 #include "lms/io/onnx_import.h"
+#include "lms/ir/printer.h"
 #include "lms/ir/verifier.h"
 
 namespace lms {
@@ -122,6 +123,13 @@ TEST(OnnxImport, BatchNormStatisticsBecomeTheRunningState) {
     EXPECT_TRUE(train->is_persistent(*v)) << key;
     EXPECT_EQ(train->value(*v).type, t.type) << key;
   }
+  // Planning needs the graph alone: the same graph, and the values are not copied.
+  OnnxImportOptions graph_only;
+  graph_only.values = false;
+  auto bare = import_onnx(m, "bn", graph_only);
+  ASSERT_TRUE(bare.has_value()) << bare.error().str();
+  EXPECT_EQ(print_graph(bare->forward), print_graph(g));
+  EXPECT_TRUE(bare->weights.empty());
 }
 
 TEST(OnnxImport, ConstantFactorsAreScales) {

@@ -126,7 +126,15 @@ TEST(OnnxCommand, BadInputIsOneErrorLine) {
   expect_one_error_line(lms("stats " + not_onnx.string()), "not_a_model.onnx", "text in an .onnx file");
   expect_one_error_line(lms("stats /nonexistent/model.onnx"), "/nonexistent/model.onnx", "missing file");
   fs::remove(not_onnx);
+  const fs::path folder = temp_dir() / "folder.onnx";
+  fs::create_directories(folder);
+  expect_one_error_line(lms("stats " + folder.string()), "folder.onnx", "a directory");
 #if LMS_HAVE_ONNX_FILES
+  expect_one_error_line(lms("stats " + folder.string()), "is a directory", "a directory");
+  const fs::path empty = temp_dir() / "empty.onnx";
+  std::ofstream(empty).close();
+  expect_one_error_line(lms("stats " + empty.string()), "the file is empty", "an empty file");
+  fs::remove(empty);
   expect_one_error_line(lms("stats " + kCnn + " --image 32"), "--image does not apply to an ONNX model", "--image");
   expect_one_error_line(lms("train " + kCnn + " --device reference --steps 1 --classes 3"),
                         "--classes does not apply", "--classes");
@@ -160,6 +168,7 @@ TEST(OnnxCommand, BadInputIsOneErrorLine) {
   expect_one_error_line(lms("stats --model mlp --frozen x"), "--frozen applies to ONNX models only", "built-in");
   expect_one_error_line(lms("stats --model mlp --input-value m=1"), "--input-value applies to ONNX models only",
                         "built-in");
+  fs::remove(folder);
 }
 
 }  // namespace

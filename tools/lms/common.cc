@@ -143,7 +143,7 @@ Result<std::map<std::string, T>> assignments(std::string_view flag, const std::v
 // An ONNX model file as a forward graph named after the file. Model options other than --batch describe a
 // built-in model and are refused rather than ignored.
 Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
-                               std::map<std::string, HostTensor>* weights) {
+                               std::map<std::string, HostTensor>* weights, const OnnxModel* onnx) {
   const std::pair<bool, std::string_view> unused[] = {
       {!args.image.empty(), "image"}, {args.classes != 0, "classes"}, {args.channels != 0, "channels"},
       {args.small_stem, "small-stem"}, {!args.hidden.empty(), "hidden"}, {args.depth != 0, "depth"},
@@ -153,8 +153,10 @@ Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
   for (const auto& [given, flag] : unused)
     if (given)
       return fail("--{} does not apply to an ONNX model (--batch, --dim, --frozen and --input-value do)", flag);
-  OnnxModel model = LMS_TRY(read_onnx(file));
+  std::optional<OnnxModel> read;
+  if (!onnx) onnx = &read.emplace(LMS_TRY(read_onnx(file)));
   OnnxImportOptions opts;
+  opts.values = weights != nullptr;
   opts.frozen = args.frozen;
   opts.input_values = LMS_TRY(assignments<double>("--input-value", args.input_values, "attention_mask=1"));
   opts.dims = LMS_TRY(assignments<int64_t>("--dim", args.dims, "seq=512"));
@@ -163,7 +165,7 @@ Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
   std::string name = legal_name(std::filesystem::path(file).stem().string());
   if (std::isdigit(static_cast<unsigned char>(name[0])) || name[0] == '.' || name[0] == '-')
     name = "onnx_" + name;
-  auto imported = import_onnx(model, name, opts);
+  auto imported = import_onnx(*onnx, name, opts);
   if (!imported) return wrap(file, imported.error());
   if (auto v = verify(imported->forward); !v) return wrap(file, v.error());
   if (weights) *weights = std::move(imported->weights);
@@ -174,7 +176,8 @@ Result<Graph> import_onnx_file(const std::string& file, const ModelArgs& args,
 
 bool is_onnx_file(const std::string& file) { return file.size() > 5 && file.ends_with(".onnx"); }
 
-Result<Graph> load_graph(const std::string& file, const ModelArgs& args, std::map<std::string, HostTensor>* weights) {
+Result<Graph> load_graph(const std::string& file, const ModelArgs& args, std::map<std::string, HostTensor>* weights,
+                         const OnnxModel* onnx) {
   if (!file.empty() && !args.name.empty()) return fail("give a graph FILE or --model NAME, not both");
   if (file.empty()) {
     if (args.name.empty()) return fail("give a graph FILE (- for stdin) or --model NAME");
@@ -184,7 +187,7 @@ Result<Graph> load_graph(const std::string& file, const ModelArgs& args, std::ma
     ModelOptions o = LMS_TRY(resolve(args));
     return build_model(args.name, o);
   }
-  if (is_onnx_file(file)) return import_onnx_file(file, args, weights);
+  if (is_onnx_file(file)) return import_onnx_file(file, args, weights, onnx);
   if (!args.frozen.empty()) return fail("--frozen applies to ONNX models only (a graph file has no initializers)");
   if (!args.input_values.empty() || !args.dims.empty())
     return fail("--{} applies to ONNX models only", args.dims.empty() ? "input-value" : "dim");

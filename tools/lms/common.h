@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lms/io/onnx.h"
 #include "lms/ir/graph.h"
 #include "lms/models/models.h"
 #include "lms/runtime/tensor.h"
@@ -55,9 +56,10 @@ void add_onnx_options(CLI::App* app, ModelArgs& args);
 Result<ModelOptions> resolve(const ModelArgs& args);
 
 // A graph from FILE ("-" = stdin, parsed and verified; a FILE ending in .onnx is imported, io/onnx_import.h) or,
-// when FILE is empty, from --model. An imported model's weights go to `weights` when given.
+// when FILE is empty, from --model. An imported model's weights go to `weights` when given (else they are not
+// copied). `onnx`: FILE's contents already read (read_onnx), for a caller importing it at several sizes.
 Result<Graph> load_graph(const std::string& file, const ModelArgs& args,
-                         std::map<std::string, HostTensor>* weights = nullptr);
+                         std::map<std::string, HostTensor>* weights = nullptr, const OnnxModel* onnx = nullptr);
 
 // Whether FILE names an ONNX model (ends in ".onnx"): imported as a forward graph whose batch --batch can set.
 bool is_onnx_file(const std::string& file);

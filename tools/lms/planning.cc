@@ -31,8 +31,8 @@ void add_picture_options(CLI::App* app, PlanArgs& a) {
                   "`lms train --trace`: every node on its stream at its predicted time, planned bytes in use");
 }
 
-Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model) {
-  Graph g = LMS_TRY(load_graph(a.file, model));
+Result<Graph> training_graph(const PlanArgs& a, const ModelArgs& model, const OnnxModel* onnx) {
+  Graph g = LMS_TRY(load_graph(a.file, model, nullptr, onnx));
   TrainArgs train = a.train;
   // A model (built or imported) is planned for training; a text FILE as given.
   if ((a.file.empty() || is_onnx_file(a.file)) && train.optimizer.empty()) train.optimizer = "momentum";
@@ -80,12 +80,15 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
   quiet.on_trial = nullptr;  // --verbose shows the searches at the answer only
   quiet.on_auto_round = nullptr;
   quiet.fits_only = true;    // a probe asks whether a size fits; the answer is planned in full below
+  std::optional<OnnxModel> onnx;  // an ONNX file is read once and imported at each size
+  if (is_onnx_file(a.file)) onnx = LMS_TRY(read_onnx(a.file));
+  const OnnxModel* read = onnx ? &*onnx : nullptr;
   Capacity c;
   int64_t skipped = 0;  // sizes below the smallest the model takes at all (the search's k = 1 is size skipped + 1)
   auto plan_at = [&](int64_t k, const StrategyOptions& o, int64_t& size) -> Result<Plan> {
     ModelArgs m = a.model;
     size = apply(m, k + skipped);
-    Graph g = LMS_TRY(training_graph(a, m));
+    Graph g = LMS_TRY(training_graph(a, m, read));
     return try_plan(g, o);
   };
   // A model may refuse its smallest size for a reason other than memory (training-mode batch norm over a 1x1
@@ -93,7 +96,7 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
   // then starts at the next size.
   if (ModelArgs first = a.model, second = a.model; limit > 1) {
     const int64_t size1 = apply(first, 1), size2 = apply(second, 2);
-    if (!training_graph(a, first) && training_graph(a, second)) {
+    if (!training_graph(a, first, read) && training_graph(a, second, read)) {
       skipped = 1;
       --limit;
       if (a.strategy.verbose) fmt::print(stderr, "  {} {:>6}: refused, starting at {}\n", what, size1, size2);

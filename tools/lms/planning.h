@@ -38,8 +38,8 @@ void add_plan_options(CLI::App* app, PlanArgs& args, bool with_file);
 void add_picture_options(CLI::App* app, PlanArgs& args);
 
 // The graph to plan: FILE as given (a training graph, or a forward graph with --train), or --model's forward
-// graph made a training graph with --train (default momentum).
-Result<Graph> training_graph(const PlanArgs& args, const ModelArgs& model);
+// graph made a training graph with --train (default momentum). `onnx`: an ONNX FILE already read (load_graph).
+Result<Graph> training_graph(const PlanArgs& args, const ModelArgs& model, const OnnxModel* onnx = nullptr);
 
 // Planning options with the workspaces of --device (the backend is kept in `backend`, which must outlive them).
 Result<StrategyOptions> planning_options(const PlanArgs& args, std::unique_ptr<Backend>& backend);

@@ -55,6 +55,7 @@ Result<void> Importer::batch_norm(const OnnxNode& n) {
   for (size_t i = 0; i < 2; ++i) {
     const HostTensor* stat = constant(n, 3 + i);
     if (stat == nullptr || stat->type.shape != shape_of(gamma)) continue;  // no usable statistics: zeros/ones
+    if (!opts_.values) continue;
     HostTensor t(TensorType{dt, stat->type.shape});
     for (int64_t k = 0; k < t.type.num_elements(); ++k) t.set(k, stat->get(k));
     weights_[bn + suffixes[i]] = std::move(t);

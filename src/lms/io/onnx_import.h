@@ -43,6 +43,8 @@ struct OnnxImportOptions {
                                                // input's), so that one data input remains
   std::map<std::string, int64_t> dims;  // sizes of the inputs' symbolic dimensions other than the batch, by their
                                         // name in the file (a sequence length exported as dynamic: "seq" -> 512)
+  bool values = true;  // return the initial values (ImportedModel::weights); false: the graph alone, for planning
+                       // (the values are not copied: a ViT-B's 343 MB)
 };
 
 struct ImportedModel {

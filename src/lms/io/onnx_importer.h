@@ -132,7 +132,7 @@ class Importer {
     ValueId v;
     if (is_param(name, t)) {  // a trainable parameter, initialized from the file
       v = b_.param(t.type, legal_name(name));  // no init: the weights come from the file
-      if (b_.ok()) weights_[b_.graph().value(v).name] = t;
+      if (b_.ok()) keep(b_.graph().value(v).name, t);
     } else if (is_uniform(t)) {  // a Constant of one repeated value: LMS's `constant`
       auto outs = b_.add(Op::constant, {}, attrs({{"value", t.type.num_elements() > 0 ? t.get(0) : 0.0}}),
                          legal_name(name), {t.type});
@@ -152,8 +152,12 @@ class Importer {
   // written: LMS has no op holding arbitrary constant values, and state is the persistent, untrained kind.
   ValueId constant_state(const std::string& name, const HostTensor& t) {
     ValueId v = b_.state(t.type, legal_name(name));
-    if (b_.ok()) weights_[b_.graph().value(v).name] = t;
+    if (b_.ok()) keep(b_.graph().value(v).name, t);
     return v;
+  }
+  // Records a value's initial contents (ImportedModel::weights) unless the caller wants the graph alone.
+  void keep(const std::string& name, const HostTensor& t) {
+    if (opts_.values) weights_[name] = t;
   }
   // Input i as a graph value of its ONNX shape.
   Result<ValueId> data(const OnnxNode& n, size_t i) {
