@@ -422,13 +422,8 @@ TEST(Strategy, AutoRecomputesAtFourTimesTheUnconstrainedBatchOnASlowerDevice) {
 // recomputations: 0.779 s predicted, against 0.879 s when it counted the prefetches only.
 TEST(Strategy, AutoRefinesTheSwapsTheForwardPassWaitsFor) { expect_resnet50_auto_under(995, 0.83); }
 
-// Two transformer MLP blocks (x + gelu(x W1) W2, 1M tokens, 96 -> 384 -> 96: a 384-wide activation is 1.5 GiB) at
-// 4 GiB. Each GELU's backward reads dy and its input and may write dx over dy: two 1.5 GiB tensors, where an
-// estimate giving every value a buffer of its own counts three and is stuck over the budget there, whatever it
-// swaps or recomputes (and tflms, whose simulator counts no reuse, fits nothing). With the estimate counting
-// reuse (Note [Auto reuse estimate]), auto's own plan fits.
-TEST(Strategy, AutoCountsBufferReuseWhenNothingElseFits) {
-  auto fwd = parse_graph(R"(graph mlp2 {
+// The graph of the two tests below.
+constexpr const char* kTwoMlpBlocks = R"(graph mlp2 {
     %x = input() : f32[1048576,96]
     %w1 = param() : f32[96,384]
     %h1 = matmul(%x, %w1) : f32[1048576,384]
@@ -444,7 +439,15 @@ TEST(Strategy, AutoCountsBufferReuseWhenNothingElseFits) {
     %r2 = add(%y2, %r1) : f32[1048576,96]
     %loss = mean(%r2) : f32[]
     return %loss
-  })");
+  })";
+
+// Two transformer MLP blocks (x + gelu(x W1) W2, 1M tokens, 96 -> 384 -> 96: a 384-wide activation is 1.5 GiB) at
+// 4 GiB. Each GELU's backward reads dy and its input and may write dx over dy: two 1.5 GiB tensors, where an
+// estimate giving every value a buffer of its own counts three and is stuck over the budget there, whatever it
+// swaps or recomputes (and tflms, whose simulator counts no reuse, fits nothing). With the estimate counting
+// reuse (Note [Auto reuse estimate]), auto's own plan fits.
+TEST(Strategy, AutoCountsBufferReuseWhenNothingElseFits) {
+  auto fwd = parse_graph(kTwoMlpBlocks);
   ASSERT_TRUE(fwd.has_value()) << fwd.error().str();
   TrainingOptions t;
   t.optimizer.kind = OptimizerKind::momentum;
@@ -468,6 +471,29 @@ TEST(Strategy, AutoCountsBufferReuseWhenNothingElseFits) {
   EXPECT_EQ(own_fits, 0);
   EXPECT_GT(reuse_rounds, 0);
   EXPECT_GT(reuse_fits, 0);
+}
+
+// When no plan fits, the one reported is the closest: its planned peak is the smallest of every round's, on both
+// schedules (at 3.5 GiB the first mix's first round plans 5.6 GiB, a swap-only one 3.8 GiB), and it says why.
+TEST(Strategy, AutoReportsTheClosestPlanWhenNothingFits) {
+  auto fwd = parse_graph(kTwoMlpBlocks);
+  ASSERT_TRUE(fwd.has_value()) << fwd.error().str();
+  TrainingOptions t;
+  t.optimizer.kind = OptimizerKind::momentum;
+  auto g = build_training_graph(*fwd, t);
+  ASSERT_TRUE(g.has_value()) << g.error().str();
+  StrategyOptions o = auto_options("h100-pcie5", int64_t{7} << 29);
+  std::vector<int64_t> planned;
+  o.on_auto_round = [&](std::string_view, const AutoRound& r) { planned.push_back(r.planned_bytes); };
+  auto p = try_plan(*g, o);
+  ASSERT_TRUE(p.has_value()) << p.error().str();
+  ASSERT_FALSE(p->fits);
+  ASSERT_TRUE(p->why.has_value());
+  ASSERT_GT(planned.size(), 1u);
+  const int64_t closest = *std::min_element(planned.begin(), planned.end());
+  EXPECT_LT(closest, planned.front());
+  EXPECT_EQ(p->memory.device_arena_bytes, closest);
+  EXPECT_NE(p->why->str().find(format_size(closest)), std::string::npos) << p->why->str();
 }
 
 // resnet50 at the edge of capacity on h100-pcie5: with the stem's argmax positions (the default training graph)

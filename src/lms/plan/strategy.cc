@@ -230,7 +230,7 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
     return std::move(*best);
   };
   // Two schedules to start from: the graph's own order and TFLMS's level order, which keeps fewer gradients
-  // live at once on deep CNNs at large batch; the faster plan that fits (ties: the graph's order).
+  // live at once on deep CNNs at large batch; the better plan (better_plan; ties: the graph's order).
   auto report_from = [&](std::string_view schedule) {
     if (opts.on_auto_round) ao.on_round = [&, schedule](const AutoRound& r) { opts.on_auto_round(schedule, r); };
   };
@@ -264,7 +264,7 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   }
   if (levelled) {
     AutoResult& other = *levelled;
-    if (other.fits && (!own.fits || other.sim.step_seconds < own.sim.step_seconds)) {
+    if (better_plan(other, own)) {
       other.rounds += own.rounds;
       own = std::move(other);
     } else {

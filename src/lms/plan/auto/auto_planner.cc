@@ -500,7 +500,7 @@ Result<bool> advance(const Graph& scheduled, std::vector<Candidate>& cands, Auto
 
 // One greedy mix with retries: the greedy to a target, the rewrite, the exact plan; a plan over the budget
 // lowers the target by its excess (and a step) and tries again, until it fits, the greedy cannot reach its
-// target, or max_rounds.
+// target, or max_rounds. When no round fits, the closest (better_plan) comes back.
 // `pinned`: candidates recomputed before the greedy starts (Note [Auto refinement]); `chosen`, when given,
 // receives the choices of a plan that fits.
 // `reuse_estimate`: live0 counts buffer reuse (Note [Auto reuse estimate]; for the progress output).
@@ -615,14 +615,14 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
     why.where = fmt::format("auto ({} swapped, {} recomputed; estimated peak target {}; round {})", swaps,
                             std::ssize(r.choices) - swaps, format_size(target), round);
     r.why = std::move(why);
-    if (reached || !best.why) best = std::move(r);
+    const int64_t excess = r.memory.device_arena_bytes - o.budget_bytes;
+    if (!best.why || better_plan(r, best)) best = std::move(r);  // the closest to fitting explains why not
     // Too big: lower the target by the excess (and a step). When the greedy could not reach its target,
     // nothing more can be freed at the estimate's peak below it: go halfway back to the last target it reached
     // (the excess is often the assignment's fragmentation, which a smaller drop may already absorb).
     if (reached) {
       reached_target = target;
-      target -= (best.memory.device_arena_bytes - o.budget_bytes) +
-                static_cast<int64_t>(o.retry_step * static_cast<double>(o.budget_bytes));
+      target -= excess + static_cast<int64_t>(o.retry_step * static_cast<double>(o.budget_bytes));
     } else if (reached_target < 0 && pinned.empty()) {
       // Stuck before it ever reached a target: which recomputations the greedy refuses depends on the target
       // (may_recompute), and a lower one can steer it out of the corner it painted itself into here. Lower it by
@@ -676,7 +676,7 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
     return m == Mix::both_segment ? segmented : candidates;
   };
   // Each mix's plan (Note [Auto portfolio]), then the refinement of each that mixes swaps and recomputations
-  // and waits for copies (Note [Auto refinement]); the fastest that fits wins, else the first mix's (its reason).
+  // and waits for copies (Note [Auto refinement]); the fastest that fits wins, else the closest (better_plan).
   struct Planned {
     AutoResult result;
     std::vector<Candidate> chosen;  // the greedy's choices, when it fits
@@ -775,7 +775,7 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
     if (t.value->improved) plans.push_back(std::move(*t.value->improved));
   }
   // Each with its prefetches advanced (Note [Prefetch advance]: last, after the refinement; again from each
-  // advanced plan's simulation while that helps); the fastest that fits, else the first mix's (its reason); ties
+  // advanced plan's simulation while that helps); the fastest that fits, else the closest (better_plan); ties
   // keep the earlier.
   auto advanced = run_auto_tasks<Result<void>>(plans.size(), o, [&](size_t i, const AutoOptions& own) {
     Planned& p = plans[i];
@@ -790,9 +790,7 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
     if (!t.value) return std::unexpected(std::move(t.value.error()));
   size_t best = 0;
   for (size_t k = 1; k < plans.size(); ++k)
-    if (plans[k].result.fits && (!plans[best].result.fits ||
-                                 plans[k].result.sim.step_seconds < plans[best].result.sim.step_seconds))
-      best = k;
+    if (better_plan(plans[k].result, plans[best].result)) best = k;
   plans[best].result.rounds = rounds;
   return std::move(plans[best].result);
 }

@@ -160,6 +160,13 @@ struct AutoResult {
   std::optional<Error> why;          // when !fits: why, with the numbers
 };
 
+// Whether `a` is a better plan than `b`: one that fits over one that does not; of two that fit, the faster; of two
+// that do not, the one with the smaller planned peak (the closest to fitting: its reason is the one to report).
+inline bool better_plan(const AutoResult& a, const AutoResult& b) {
+  if (a.fits != b.fits) return a.fits;
+  return a.fits ? a.sim.step_seconds < b.sim.step_seconds : a.memory.device_arena_bytes < b.memory.device_arena_bytes;
+}
+
 // Plans a graph exactly (the strategy's memory planner with the backend's workspaces); with `search` false it
 // may skip costly searches for a tighter packing.
 using ExactPlanner = std::function<Result<MemoryPlan>(const Graph&, bool search)>;
