@@ -219,6 +219,23 @@ std::vector<HostTensor> run_forward(const std::string& text, Backend& backend,
   for (NodeId n : pg.node_ids()) kernels[pg.value(pg.first_output(n)).name] = backend.kernel_description(n);
   return std::move(r->outputs);
 }
+
+// Runs `text` forward on the reference backend and on `cpu` (kernel descriptions in `cpu_kernels`) and expects
+// `outputs` outputs that agree to 1e-5 relative.
+void expect_cpu_matches_reference(const std::string& text, size_t outputs, CpuBackend& cpu,
+                                  std::map<std::string, std::string>& cpu_kernels) {
+  ReferenceBackend reference;
+  std::map<std::string, std::string> ref_kernels;
+  const auto want = run_forward(text, reference, ref_kernels), got = run_forward(text, cpu, cpu_kernels);
+  ASSERT_EQ(want.size(), outputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    auto a = want[o].as<float>(), b = got[o].as<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(b[i], a[i], 1e-5 * (1 + std::abs(a[i]))) << "output " << o << " element " << i;
+  }
+}
 #endif
 
 TEST(CpuBackend, BlockedValuesReachPlainOnlyKernels) {
@@ -237,18 +254,9 @@ TEST(CpuBackend, BlockedValuesReachPlainOnlyKernels) {
   %t = conv_transpose2d(%r, %wt) {dilation = [3, 3], output_pad = [2, 2]} : f32[2,4,13,13] #fwd
   return %p, %s, %t
 })";
-  ReferenceBackend reference;
   CpuBackend cpu;
-  std::map<std::string, std::string> ref_kernels, cpu_kernels;
-  const auto want = run_forward(text, reference, ref_kernels), got = run_forward(text, cpu, cpu_kernels);
-  ASSERT_EQ(want.size(), 3u);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    auto a = want[o].as<float>(), b = got[o].as<float>();
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      ASSERT_NEAR(b[i], a[i], 1e-5 * (1 + std::abs(a[i]))) << "output " << o << " element " << i;
-  }
+  std::map<std::string, std::string> cpu_kernels;
+  expect_cpu_matches_reference(text, 3, cpu, cpu_kernels);
   // Each reader starts with the reorder of %r; the transposed convolution then runs the reference kernel.
   for (const char* reader : {"p", "s", "t"})
     EXPECT_EQ(cpu_kernels[reader].rfind("reorder", 0), 0u) << reader << ": " << cpu_kernels[reader];
@@ -281,18 +289,9 @@ TEST(CpuBackend, ViewsReadTheirInputsInThePlainLayout) {
   %k = relu(%rq) : f32[2,16,8,8] #fwd
   return %n, %k
 })";
-  ReferenceBackend reference;
   CpuBackend cpu;
-  std::map<std::string, std::string> ref_kernels, cpu_kernels;
-  const auto want = run_forward(text, reference, ref_kernels), got = run_forward(text, cpu, cpu_kernels);
-  ASSERT_EQ(want.size(), 2u);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    auto a = want[o].as<float>(), b = got[o].as<float>();
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      ASSERT_NEAR(b[i], a[i], 1e-5 * (1 + std::abs(a[i]))) << "output " << o << " element " << i;
-  }
+  std::map<std::string, std::string> cpu_kernels;
+  expect_cpu_matches_reference(text, 2, cpu, cpu_kernels);
   auto g = parse_graph(text);
   ASSERT_TRUE(g.has_value()) << g.error().str();
   auto program = compile(*g, PlanOptions{}, &cpu);

@@ -422,8 +422,9 @@ TEST(Strategy, AutoRecomputesAtFourTimesTheUnconstrainedBatchOnASlowerDevice) {
 // recomputations: 0.779 s predicted, against 0.879 s when it counted the prefetches only.
 TEST(Strategy, AutoRefinesTheSwapsTheForwardPassWaitsFor) { expect_resnet50_auto_under(995, 0.83); }
 
-// The graph of the two tests below.
-constexpr const char* kTwoMlpBlocks = R"(graph mlp2 {
+// The training graph (momentum SGD) of the two tests below.
+Result<Graph> two_mlp_blocks() {
+  const Graph fwd = LMS_TRY(parse_graph(R"(graph mlp2 {
     %x = input() : f32[1048576,96]
     %w1 = param() : f32[96,384]
     %h1 = matmul(%x, %w1) : f32[1048576,384]
@@ -439,7 +440,11 @@ constexpr const char* kTwoMlpBlocks = R"(graph mlp2 {
     %r2 = add(%y2, %r1) : f32[1048576,96]
     %loss = mean(%r2) : f32[]
     return %loss
-  })";
+  })"));
+  TrainingOptions t;
+  t.optimizer.kind = OptimizerKind::momentum;
+  return build_training_graph(fwd, t);
+}
 
 // Two transformer MLP blocks (x + gelu(x W1) W2, 1M tokens, 96 -> 384 -> 96: a 384-wide activation is 1.5 GiB) at
 // 4 GiB. Each GELU's backward reads dy and its input and may write dx over dy: two 1.5 GiB tensors, where an
@@ -447,11 +452,7 @@ constexpr const char* kTwoMlpBlocks = R"(graph mlp2 {
 // swaps or recomputes (and tflms, whose simulator counts no reuse, fits nothing). With the estimate counting
 // reuse (Note [Auto reuse estimate]), auto's own plan fits.
 TEST(Strategy, AutoCountsBufferReuseWhenNothingElseFits) {
-  auto fwd = parse_graph(kTwoMlpBlocks);
-  ASSERT_TRUE(fwd.has_value()) << fwd.error().str();
-  TrainingOptions t;
-  t.optimizer.kind = OptimizerKind::momentum;
-  auto g = build_training_graph(*fwd, t);
+  auto g = two_mlp_blocks();
   ASSERT_TRUE(g.has_value()) << g.error().str();
   StrategyOptions o = auto_options("h100-pcie5", int64_t{4} << 30);
   int own_fits = 0, reuse_rounds = 0, reuse_fits = 0;
@@ -476,11 +477,7 @@ TEST(Strategy, AutoCountsBufferReuseWhenNothingElseFits) {
 // When no plan fits, the one reported is the closest: its planned peak is the smallest of every round's, on both
 // schedules (at 3.5 GiB the first mix's first round plans 5.6 GiB, a swap-only one 3.8 GiB), and it says why.
 TEST(Strategy, AutoReportsTheClosestPlanWhenNothingFits) {
-  auto fwd = parse_graph(kTwoMlpBlocks);
-  ASSERT_TRUE(fwd.has_value()) << fwd.error().str();
-  TrainingOptions t;
-  t.optimizer.kind = OptimizerKind::momentum;
-  auto g = build_training_graph(*fwd, t);
+  auto g = two_mlp_blocks();
   ASSERT_TRUE(g.has_value()) << g.error().str();
   StrategyOptions o = auto_options("h100-pcie5", int64_t{7} << 29);
   std::vector<int64_t> planned;
