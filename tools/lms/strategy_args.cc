@@ -33,7 +33,8 @@ void add_strategy_options(CLI::App* app, StrategyArgs& a, bool budget_required) 
                 "reference) and predict with the device model's TF32 rate");
   app->add_flag("--no-buffer-reuse", a.no_buffer_reuse,
                 "Give every tensor a buffer of its own: no element-wise op, softmax or reshape writes its output over "
-                "an input it reads last (docs/planner.md \"Buffer reuse\"; for comparisons)");
+                "an input it reads last, no reshape shares its input's buffer (docs/planner.md \"Buffer reuse\", "
+                "\"Views\"; for comparisons)");
   app->add_option("--plan-threads", a.plan_threads,
                   "auto: threads its search runs on (default 0: one per hardware thread); the plan is the same for "
                   "any number")
