@@ -20,7 +20,7 @@
 namespace lms {
 namespace {
 
-// A random graph in schedule order. Node kinds: inputs, params, relu (one input), add / concat (several
+// A random graph in schedule order. Node kinds: inputs, params, relu and reshape (one input), concat (several
 // inputs), in-place sgd updates of params (ordered after every other reader by control edges, as autodiff
 // does), swap_out to the host and swap_in back. Shapes need not satisfy the shape rules: the planner reads
 // only edges, types, placements and traits.
@@ -52,10 +52,12 @@ Graph random_graph(std::mt19937& rng, int num_nodes) {
       params.push_back(p);
       device_values.push_back(p);
     } else if (kind <= 4) {
-      // Half the time of its input's size: its buffer may be reused (Note [Buffer reuse]).
+      // Half the time of its input's size: its buffer may be reused (Note [Buffer reuse]); a third of those are
+      // reshapes, which may share it while it is still read (Note [Views]).
       const ValueId in = pick(device_values);
       const bool same = std::uniform_int_distribution<int>(0, 1)(rng) == 1;
-      device_values.push_back(add(Op::relu, {in}, same ? g.value(in).type.shape[0] : size(rng)));
+      const Op op = same && std::uniform_int_distribution<int>(0, 2)(rng) == 0 ? Op::reshape : Op::relu;
+      device_values.push_back(add(op, {in}, same ? g.value(in).type.shape[0] : size(rng)));
     } else if (kind <= 6) {
       int k = std::uniform_int_distribution<int>(2, 4)(rng);
       std::vector<ValueId> ins;
@@ -153,7 +155,7 @@ std::vector<int64_t> random_workspaces(std::mt19937& rng, const Graph& g) {
 
 TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
   std::mt19937 rng(12345);
-  int reused = 0;
+  int reused = 0, views = 0;
   for (int trial = 0; trial < 200; ++trial) {
     Graph g = random_graph(rng, 5 + trial % 60);
     ASSERT_TRUE(check_schedule_order(g).has_value()) << trial;
@@ -168,6 +170,10 @@ TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
         if (g.storage_root(ValueId{v}) == ValueId{v} && plan->of(ValueId{v}).life.root != ValueId{v}) {
           EXPECT_TRUE(reuse) << "trial " << trial;
           reused += a == Assignment::greedy_by_size;
+          const NodeId at = g.value(ValueId{v}).producer;  // a view of an input read after it
+          const Node& p = g.node(at);
+          views += a == Assignment::greedy_by_size && p.op == Op::reshape &&
+                   std::ranges::any_of(g.value(p.inputs[0]).consumers, [&](NodeId c) { return c.v > at.v; });
         }
 
       int64_t top_device = 0, raw_persistent = 0;
@@ -205,6 +211,7 @@ TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
     }
   }
   EXPECT_GT(reused, 50) << "the random graphs must exercise buffer reuse";
+  EXPECT_GT(views, 10) << "the random graphs must exercise views";
 }
 
 // Reuse across streams: whenever a buffer's space held an earlier buffer, every node that touched the earlier
