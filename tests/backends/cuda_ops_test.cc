@@ -32,8 +32,8 @@ bool is_own_case(const OpCase& c) {
 }
 
 // The cuda backend's tolerance for a case (TF32 off). cuDNN and cuBLAS compute in the data type in their own
-// order: convolutions and batch norm 1e-4 (their algorithms split and reorder long sums), max pooling 0 (a
-// selection), matmul and average pooling the table's. The own kernels compute in double in the reference's order
+// order: convolutions and batch norm (forward; its gradient is an own kernel) 1e-4 (their algorithms split and
+// reorder long sums), max pooling 0 (a selection), matmul and average pooling the table's. The own kernels compute in double in the reference's order
 // with no FMA contraction (--fmad=false), so they give the reference's bits, except where CUDA's exp, log, erf, tanh
 // or pow may differ from glibc's in the last double bit, which can flip a rounding: 1e-6 there. f64 rows on cuDNN
 // and cuBLAS: 1e-12 (double sums in another order; the table's 0 there is the cpu backend's reference fallback).
@@ -48,8 +48,7 @@ double cuda_tolerance(const OpCase& c) {
     case Op::conv_transpose3d:
     case Op::conv_backward_data:
     case Op::conv_backward_filter:
-    case Op::batch_norm:
-    case Op::batch_norm_grad: return 1e-4;
+    case Op::batch_norm: return 1e-4;
     case Op::max_pool1d:
     case Op::max_pool2d:
     case Op::max_pool3d:
@@ -166,6 +165,35 @@ TEST(CudaOwnKernelsOnHost, ConstantFillsLikeTheReference) {
     ASSERT_TRUE((**k)().has_value()) << dtype_name(t);
     ASSERT_TRUE(run_reference_kernel(KernelCall{Op::constant, &attrs, {}, out_want, nullptr, 0}).has_value());
     EXPECT_EQ(got.data, want.data) << dtype_name(t);
+  }
+}
+
+// batch_norm_grad's sums in lanes (kernel_fns.h BnGradLanes): the table's channels have fewer elements than the
+// dispatcher's lanes, one element a lane, so this runs the three element functions with fewer lanes than a
+// channel's 3 * 7 elements, stepping across samples (lanes 8 and 20 pass the 7 spatial elements), and with as many
+// (the reference's order: bit-identical). Other lane counts sum in another order: within 1e-6 of the reference.
+// dx is written over dy each time, as the planner may place it.
+TEST(CudaOwnKernelsOnHost, BatchNormGradSumsInLanes) {
+  const OpCase c{"bn_grad_lanes", Op::batch_norm_grad, {{3, 4, 7}, {3, 4, 7}, {4}, {4}, Pos({4})}, {}};
+  auto want = run_reference_call(c, 5);
+  ASSERT_TRUE(want.has_value()) << want.error().str();
+  constexpr int64_t kChannels = 4, kSpatial = 7, kCount = 21;
+  for (int64_t lanes : {1, 2, 5, 7, 8, 20, 21}) {
+    std::vector<HostTensor> in = op_cases::inputs_of(c, 5);
+    HostTensor dgamma(TensorType{DType::f32, {kChannels}}), dbeta(TensorType{DType::f32, {kChannels}});
+    std::vector<double> lane_sums(2 * kChannels * lanes, -1.0), sums(2 * kChannels, -1.0);
+    const float *dy = in[0].as<float>().data(), *x = in[1].as<float>().data(), *gamma = in[2].as<float>().data(),
+                *mean = in[3].as<float>().data(), *invstd = in[4].as<float>().data();
+    float* dx = in[0].as<float>().data();  // over dy
+    const cuda::BnGradLanes<float> lane{dy, x, mean, invstd, lane_sums.data(), kChannels, kSpatial, kCount, lanes};
+    for (int64_t i = 0; i < kChannels * lanes; ++i) lane(i);
+    const cuda::BnGradChannels<float> channel{lane_sums.data(), sums.data(), dgamma.as<float>().data(),
+                                              dbeta.as<float>().data(), lanes};
+    for (int64_t ch = 0; ch < kChannels; ++ch) channel(ch);
+    const cuda::BnGradData<float> data{dy, x, gamma, mean, invstd, sums.data(), dx, kChannels, kSpatial, kCount, true};
+    for (int64_t i = 0; i < in[0].type.num_elements(); ++i) data(i);
+    const std::vector<HostTensor> got = {in[0], dgamma, dbeta};
+    expect_match(c, "(lanes " + std::to_string(lanes) + ")", got, want->outputs, lanes == kCount ? 0 : 1e-6);
   }
 }
 

@@ -348,14 +348,14 @@ inline std::vector<HostTensor> inputs_of(const OpCase& c, uint64_t seed) {
   return data;
 }
 
-// Whether the memory planner may write the case's output over one of its inputs (OpDef::reusable_input).
+// Whether the memory planner may write the case's (first) output over one of its inputs (OpDef::reusable_input).
 inline bool reuses_input(const OpCase& c) {
   const int k = op_def(c.op).reusable_input;
   if (k < 0) return false;
   std::vector<TensorType> types;
   for (const In& in : c.inputs) types.push_back(TensorType{in.dtype, in.shape});
   auto out = infer_types(c.op, types, c.attrs);
-  return out && out->size() == 1 && (*out)[0].bytes() == types[static_cast<size_t>(k)].bytes() &&
+  return out && !out->empty() && (*out)[0].bytes() == types[static_cast<size_t>(k)].bytes() &&
          (*out)[0].dtype == types[static_cast<size_t>(k)].dtype;
 }
 
@@ -444,7 +444,7 @@ inline void expect_match(const OpCase& c, std::string_view how, const std::vecto
 // aliased input's buffer, as in an arena), and a workspace of `workspace` bytes, 64-byte aligned like a planned
 // buffer and filled with kPoison first (a kernel that read scratch it had not written would see garbage, not
 // zeros). `workspace_of` sees the call with types only (null data), as the planner asks; `run` the real call.
-// `over_input` (for reuses_input cases): the output is written over the op's reusable input, as a planner that
+// `over_input` (for reuses_input cases): the first output is written over the op's reusable input, as a planner that
 // reuses that input's buffer has it (Note [Buffer reuse]).
 inline constexpr std::byte kPoison{0xA5};
 struct DirectCall {
@@ -469,7 +469,7 @@ inline Result<DirectCall> run_direct_call(const OpCase& c, uint64_t seed,
   const auto reused = static_cast<size_t>(def.reusable_input);
   for (size_t o = 0; o < outs.size(); ++o) {
     void* p = o < def.aliases.size() ? in_refs[static_cast<size_t>(def.aliases[o])].data : outs[o].data.data();
-    out_refs.push_back({&outs[o].type, over_input ? in_refs[reused].data : p});
+    out_refs.push_back({&outs[o].type, over_input && o == 0 ? in_refs[reused].data : p});
   }
   for (const TensorRef& r : in_refs) in_types_only.push_back({r.type, nullptr});
   for (const TensorRef& r : out_refs) out_types_only.push_back({r.type, nullptr});

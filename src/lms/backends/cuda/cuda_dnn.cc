@@ -83,8 +83,7 @@ Result<PreparedPtr> (*builder_of(Op op))(DnnContext&, const KernelCall&) {
     case Op::conv_transpose3d:
     case Op::conv_backward_data:
     case Op::conv_backward_filter: return build_conv;
-    case Op::batch_norm:
-    case Op::batch_norm_grad: return build_norm;
+    case Op::batch_norm: return build_norm;
     case Op::max_pool1d:
     case Op::max_pool2d:
     case Op::max_pool3d:

@@ -1,8 +1,8 @@
 // Internal to the cuda backend: the nodes that run on cuDNN and cuBLAS, each prepared once (descriptors,
 // algorithm, workspace size) and then enqueued on the backend's compute stream as often as it runs. Covered:
 // convolutions 1/2/3-D forward, conv_backward_data, conv_backward_filter and transposed convolutions (cuDNN's
-// legacy convolution API, which cuDNN 9 keeps), batch_norm and batch_norm_grad (cuDNN, spatial mode), max and
-// avg pooling (cuDNN; the pooling gradients are own kernels), matmul (cuBLAS, batched and strided), in f32 and
+// legacy convolution API, which cuDNN 9 keeps), batch_norm (cuDNN, spatial mode; its gradient is an own kernel), max
+// and avg pooling (cuDNN; the pooling gradients are own kernels), matmul (cuBLAS, batched and strided), in f32 and
 // f64. Every other op is one of the backend's own CUDA kernels (cuda_ops.h).
 // Algorithms: chosen from cuDNN's heuristics (never by timing runs, so the choice depends on the shapes and the
 // options alone and two programs with the same nodes compute the same bits), deterministic ones only, the

@@ -60,7 +60,7 @@ Result<PreparedPtr> build_conv(DnnContext& ctx, const KernelCall& call);    // c
 struct ConvPlan;
 Result<PreparedPtr> build_gemm_conv(DnnContext& ctx, const KernelCall& call, const ConvPlan& plan,
                                     cudnnDataType_t t);
-Result<PreparedPtr> build_norm(DnnContext& ctx, const KernelCall& call);    // batch_norm, batch_norm_grad
+Result<PreparedPtr> build_norm(DnnContext& ctx, const KernelCall& call);    // batch_norm
 Result<PreparedPtr> build_pool(DnnContext& ctx, const KernelCall& call);    // max/avg pooling and their grads
 Result<PreparedPtr> build_matmul(DnnContext& ctx, const KernelCall& call);  // matmul
 

@@ -515,9 +515,44 @@ Result<OwnKernel> layer_norm_grad(const Args& a, const Launcher& l) {
   if (width == 0) return fail("{} of {} normalizes over an empty last dimension", a.name(), to_string(a.in(1)));
   return for_float(a, a.in(1).dtype, [&]<class T>() -> Result<OwnKernel> {
     const T *dy = in<T>(a, 0), *xp = in<T>(a, 1), *gamma = in<T>(a, 2), *mean = in<T>(a, 3), *invstd = in<T>(a, 4);
-    return sequence({step(l, LayerNormGradRows<T>{dy, xp, gamma, mean, invstd, out<T>(a, 0), width}, rows),
-                     step(l, LayerNormGradColumns<T>{dy, xp, mean, invstd, out<T>(a, 1), out<T>(a, 2), width, rows},
-                          width)});
+    // The columns read dy before the rows write dx, which may be dy's buffer (Note [Buffer reuse]).
+    return sequence({step(l, LayerNormGradColumns<T>{dy, xp, mean, invstd, out<T>(a, 1), out<T>(a, 2), width, rows},
+                          width),
+                     step(l, LayerNormGradRows<T>{dy, xp, gamma, mean, invstd, out<T>(a, 0), width}, rows)});
+  });
+}
+
+// batch_norm_grad's lanes per channel (kernel_fns.h BnGradLanes): about kBnGradThreads (channel, lane) pairs in
+// all, enough threads to keep a GPU's memory busy, and never more lanes than a channel has elements.
+constexpr int64_t kBnGradThreads = int64_t{1} << 18;
+int64_t bn_grad_lanes(int64_t channels, int64_t count) {
+  return std::clamp<int64_t>(kBnGradThreads / std::max<int64_t>(channels, 1), 1, std::max<int64_t>(count, 1));
+}
+
+// batch_norm_grad's workspace: two doubles per (channel, lane), then two per channel.
+int64_t bn_grad_workspace(const TensorType& x) {
+  if (x.rank() < 2) return 0;
+  const int64_t channels = x.shape[1], count = x.shape[0] * reference::product(x.shape, 2, x.shape.size());
+  return static_cast<int64_t>(sizeof(double)) * 2 * channels * (bn_grad_lanes(channels, count) + 1);
+}
+
+// batch_norm_grad (dy, x, gamma, mean, invstd) -> (dx, dgamma, dbeta): lane sums, channel sums, then dx (dx may be
+// dy's buffer: kernel_fns.h).
+Result<OwnKernel> batch_norm_grad(const Args& a, const Launcher& l) {
+  const TensorType& xt = a.in(1);  // rank >= 2: the shape rule (check_kernel_call)
+  const int64_t channels = xt.shape[1], spatial = reference::product(xt.shape, 2, xt.shape.size());
+  const int64_t count = xt.shape[0] * spatial, lanes = bn_grad_lanes(channels, count);
+  if (count == 0) return fail("{} of {} has no elements per channel", a.name(), to_string(xt));
+  auto* lane_sums = static_cast<double*>(a.call.workspace);
+  double* sums = lane_sums + 2 * channels * lanes;
+  return for_float(a, xt.dtype, [&]<class T>() -> Result<OwnKernel> {
+    const T *dy = in<T>(a, 0), *x = in<T>(a, 1), *gamma = in<T>(a, 2), *mean = in<T>(a, 3), *invstd = in<T>(a, 4);
+    const BnGradData<T> data{dy,       x,       gamma, mean, invstd, sums, out<T>(a, 0), channels, spatial,
+                             static_cast<double>(count), elements(xt) <= int64_t{UINT32_MAX}};
+    return sequence({step(l, BnGradLanes<T>{dy, x, mean, invstd, lane_sums, channels, spatial, count, lanes},
+                          channels * lanes),
+                     step(l, BnGradChannels<T>{lane_sums, sums, out<T>(a, 1), out<T>(a, 2), lanes}, channels),
+                     step(l, data, elements(xt))});
   });
 }
 
@@ -651,6 +686,7 @@ bool is_own_op(Op op) {
     case Op::softplus_grad:
     case Op::layer_norm:
     case Op::layer_norm_grad:
+    case Op::batch_norm_grad:
     case Op::softmax_grad:
     case Op::embedding_grad:
     case Op::cross_entropy_grad:
@@ -687,6 +723,9 @@ Result<int64_t> own_workspace_bytes(const KernelCall& call) {
     case Op::max_pool_grad:
       if (call.inputs.size() != 2 || call.attrs == nullptr) break;
       return max_pool_grad_workspace(call);
+    case Op::batch_norm_grad:
+      if (call.inputs.size() != 5) break;
+      return bn_grad_workspace(*call.inputs[1].type);
     default: return int64_t{0};
   }
   return fail("cuda backend: {} call has the wrong number of operands", op_def(call.op).name);
@@ -758,6 +797,7 @@ Result<std::optional<OwnKernel>> prepare_own_kernel(const KernelCall& call, cons
       case Op::embedding_grad: return embedding_grad(a, l);
       case Op::layer_norm: return layer_norm(a, l);
       case Op::layer_norm_grad: return layer_norm_grad(a, l);
+      case Op::batch_norm_grad: return batch_norm_grad(a, l);
       case Op::bn_running_update: return bn_running_update(a, l);
       case Op::cross_entropy: return cross_entropy(a, l);
       case Op::cross_entropy_grad: return cross_entropy_grad(a, l);

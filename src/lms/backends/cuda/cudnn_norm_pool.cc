@@ -4,8 +4,8 @@
 //                    statistics with less accuracy), writing cuDNN's saved mean and saved inverse standard deviation
 //                    1/sqrt(var + eps) (biased variance) straight into mean and invstd. No running statistics: they
 //                    are the separate bn_running_update op, and cuDNN takes NULL for both running pointers.
-//   batch_norm_grad  (dy, x, gamma, mean, invstd) -> (dx, dgamma, dbeta): cudnnBatchNormalizationBackward with
-//                    mean and invstd as its saved statistics, so it does not recompute them.
+//   batch_norm_grad is an own kernel (cuda_ops.h), not cuDNN: the memory planner may give dx dy's buffer (Note
+//                    [Buffer reuse], plan/liveness.h), which cudnnBatchNormalizationBackward does not document.
 //   max_pool1d/2d/3d, avg_pool1d/2d/3d: cudnnPoolingForward (CUDNN_POOLING_MAX_DETERMINISTIC, NaN propagating;
 //                    CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING or _EXCLUDE_PADDING per count_include_pad);
 //                    with ceil_mode they are own kernels instead (cuDNN's padding is symmetric).
@@ -38,11 +38,6 @@ std::vector<int64_t> bn_dims(const Shape& x) {
   return {x[0], x[1], product(x, 2, x.size()), 1};
 }
 
-// The eps batch_norm_grad passes to cuDNN. The op carries none (invstd already holds it) and cuDNN uses its saved
-// statistics as given, but the call requires an eps >= CUDNN_BN_MIN_EPSILON "as in the forward": batch_norm's
-// declared default is the forward's eps whenever the model did not choose another.
-double backward_eps() { return number_attr(op_def(Op::batch_norm), Attributes{}, "eps"); }
-
 Result<void> expect_type(const KernelCall& call, std::string_view what, const TensorType& got, const TensorType& want) {
   if (got != want)
     return fail("cuda backend: {} {} must be {}, got {}", op_name(call.op), what, to_string(want), to_string(got));
@@ -67,22 +62,14 @@ class BatchNormKernel final : public PreparedKernel {
 
   std::string describe() const override { return "cuDNN batch normalization (spatial)"; }
 
+  // (x, gamma, beta) -> (y, mean, invstd); exponentialAverageFactor is unused without running statistics.
   Result<void> run() override {
     const Scaling s = scaling_for(dtype_);
-    if (op_ == Op::batch_norm) {
-      // (x, gamma, beta) -> (y, mean, invstd); exponentialAverageFactor is unused without running statistics.
-      constexpr double kNoRunningAverage = 0.0;
-      return cudnn_ok(cudnnBatchNormalizationForwardTraining(ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, s.one, s.zero,
-                                                             x_.get(), in_[0], x_.get(), out_[0], stats_.get(), in_[1],
-                                                             in_[2], kNoRunningAverage, nullptr, nullptr, eps_,
-                                                             out_[1], out_[2]),
-                      "cudnnBatchNormalizationForwardTraining", op_);
-    }
-    // (dy, x, gamma, mean, invstd) -> (dx, dgamma, dbeta); the data and parameter gradients are written, not added.
-    return cudnn_ok(cudnnBatchNormalizationBackward(ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, s.one, s.zero, s.one, s.zero,
-                                                    x_.get(), in_[1], x_.get(), in_[0], x_.get(), out_[0],
-                                                    stats_.get(), in_[2], out_[1], out_[2], eps_, in_[3], in_[4]),
-                    "cudnnBatchNormalizationBackward", op_);
+    constexpr double kNoRunningAverage = 0.0;
+    return cudnn_ok(cudnnBatchNormalizationForwardTraining(ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, s.one, s.zero, x_.get(),
+                                                           in_[0], x_.get(), out_[0], stats_.get(), in_[1], in_[2],
+                                                           kNoRunningAverage, nullptr, nullptr, eps_, out_[1], out_[2]),
+                    "cudnnBatchNormalizationForwardTraining", op_);
   }
 
  private:
@@ -91,8 +78,8 @@ class BatchNormKernel final : public PreparedKernel {
   cudnnDataType_t dtype_;
   double eps_;
   std::vector<void*> in_, out_;  // the call's buffers in op order
-  TensorDesc x_;                 // x, y, dy and dx share it
-  TensorDesc stats_;             // gamma, beta, mean, invstd and their gradients share it
+  TensorDesc x_;                 // x and y share it
+  TensorDesc stats_;             // gamma, beta, mean and invstd share it
 };
 
 // ---- pooling ----
@@ -182,25 +169,20 @@ Result<std::optional<PreparedPtr>> empty_pool(DnnContext& ctx, const KernelCall&
 
 Result<PreparedPtr> build_norm(DnnContext& ctx, const KernelCall& call) {
   const cudnnDataType_t t = LMS_TRY(common_dnn_dtype(call));
-  const bool backward = call.op == Op::batch_norm_grad;
-  const TensorType& xt = *call.inputs[backward ? 1 : 0].type;
+  if (call.op != Op::batch_norm) return fail("cuda backend: {} is not cuDNN's batch norm", op_name(call.op));
+  const TensorType& xt = *call.inputs[0].type;
   const Shape& xs = xt.shape;
   if (xs.size() < 2)
     return fail("cuda backend: {} input x must have rank >= 2 (N, C, ...), got {}", op_name(call.op), to_string(xt));
   const TensorType per_channel{xt.dtype, {xs[1]}};
   const OpDef& def = op_def(call.op);
-  if (backward) {
-    LMS_TRY_VOID(expect_type(call, "dy", *call.inputs[0].type, xt));
-    for (size_t i : {2u, 3u, 4u}) LMS_TRY_VOID(expect_type(call, def.inputs[i], *call.inputs[i].type, per_channel));
-  } else {
-    for (size_t i : {1u, 2u}) LMS_TRY_VOID(expect_type(call, def.inputs[i], *call.inputs[i].type, per_channel));
-  }
+  for (size_t i : {1u, 2u}) LMS_TRY_VOID(expect_type(call, def.inputs[i], *call.inputs[i].type, per_channel));
   LMS_TRY_VOID(expect_type(call, def.outputs[0], *call.outputs[0].type, xt));
   for (size_t i : {1u, 2u}) LMS_TRY_VOID(expect_type(call, def.outputs[i], *call.outputs[i].type, per_channel));
   if (xs[0] * product(xs, 2, xs.size()) == 0)
     return fail("cuda backend: {} of {} has no elements per channel", op_name(call.op), to_string(xt));
   if (xs[1] == 0) return zero_fill_kernel(ctx, call);  // no channels: every output is empty
-  const double eps = backward ? backward_eps() : number_attr(op_def(call.op), *call.attrs, "eps");
+  const double eps = number_attr(def, *call.attrs, "eps");
   if (!(eps >= CUDNN_BN_MIN_EPSILON) || !std::isfinite(eps))
     return fail("cuda backend: {} eps {} is below cuDNN's minimum CUDNN_BN_MIN_EPSILON = {} (or not finite)",
                 op_name(call.op), eps, CUDNN_BN_MIN_EPSILON);

@@ -525,6 +525,81 @@ struct LayerNormGradColumns {
   }
 };
 
+// batch_norm_grad over x [N, C, S] (S: the spatial elements), in three launches (cuda_ops.cc) whose every read of
+// dy precedes the write of its element of dx, so dx may be dy's buffer (Note [Buffer reuse], plan/liveness.h).
+// A channel's elements e = n*S + s are summed in `lanes` lanes: lane p takes e = p, p + lanes, ... in ascending
+// order, so neighbouring threads read neighbouring elements; then each channel adds its lanes in lane order.
+// Both in double, in an order fixed by the shape: deterministic, and with lanes = N*S (one element a lane)
+// exactly the reference's sequential sums.
+// BnGradLanes: one (channel, lane) per index i = c*lanes + p, into lane_sums[2i] (dy) and [2i + 1] (dy * xhat).
+template <class T>
+struct BnGradLanes {
+  const T *dy, *x, *mean, *invstd;
+  double* lane_sums;
+  int64_t channels, spatial, count, lanes;  // count = N*S
+  LMS_HD void operator()(int64_t i) const {
+    const int64_t c = i / lanes, p = i % lanes;
+    const double m = static_cast<double>(mean[c]), is = static_cast<double>(invstd[c]);
+    const int64_t dn = lanes / spatial, ds = lanes % spatial;  // one step of `lanes` elements in (n, s)
+    int64_t n = p / spatial, s = p % spatial;
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t e = p; e < count; e += lanes) {
+      const int64_t at = (n * channels + c) * spatial + s;
+      const double d = static_cast<double>(dy[at]);
+      sum_dy += d;
+      sum_dy_xhat += d * (static_cast<double>(x[at]) - m) * is;
+      n += dn;
+      s += ds;
+      if (s >= spatial) {
+        s -= spatial;
+        ++n;
+      }
+    }
+    lane_sums[2 * i] = sum_dy;
+    lane_sums[2 * i + 1] = sum_dy_xhat;
+  }
+};
+
+// BnGradChannels: one channel per index: its lanes added in lane order into sums[2c] and [2c + 1], and dbeta and
+// dgamma rounded from them.
+template <class T>
+struct BnGradChannels {
+  const double* lane_sums;
+  double* sums;
+  T *dgamma, *dbeta;
+  int64_t lanes;
+  LMS_HD void operator()(int64_t c) const {
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t p = 0; p < lanes; ++p) {
+      sum_dy += lane_sums[2 * (c * lanes + p)];
+      sum_dy_xhat += lane_sums[2 * (c * lanes + p) + 1];
+    }
+    sums[2 * c] = sum_dy;
+    sums[2 * c + 1] = sum_dy_xhat;
+    dgamma[c] = static_cast<T>(sum_dy_xhat);
+    dbeta[c] = static_cast<T>(sum_dy);
+  }
+};
+
+// BnGradData: dx, one element per index (the reference's formula and order of operations).
+template <class T>
+struct BnGradData {
+  const T *dy, *x, *gamma, *mean, *invstd;
+  const double* sums;
+  T* dx;
+  int64_t channels, spatial;
+  double count;
+  bool narrow = false;  // every offset fits 32 bits (quot)
+  LMS_HD void operator()(int64_t i) const {
+    const int64_t plane = quot(i, spatial, narrow), c = plane - quot(plane, channels, narrow) * channels;
+    const double m = static_cast<double>(mean[c]), is = static_cast<double>(invstd[c]);
+    const double g = static_cast<double>(gamma[c]);
+    const double xhat = (static_cast<double>(x[i]) - m) * is;
+    const double sum_dy = sums[2 * c], sum_dy_xhat = sums[2 * c + 1];
+    dx[i] = static_cast<T>(g * is / count * (count * static_cast<double>(dy[i]) - sum_dy - xhat * sum_dy_xhat));
+  }
+};
+
 // bn_running_update, one channel per index (see the reference's norm.cc for the formulas).
 template <class T>
 struct BnRunningUpdate {
