@@ -271,12 +271,14 @@ void define_grad_ops(OpTable& t) {
     OpDef& d = grad_op(t.define(Op::batch_norm_grad), {"dy", "x", "gamma", "mean", "invstd"},
                        {"dx", "dgamma", "dbeta"},
                        "gradient of training-mode batch_norm (batch statistics over N and spatial, channel axis 1)");
+    d.reusable_input = 0;  // dy
     d.shape = batch_norm_grad_shape;
     d.cost = norm_grad_cost;
   }
   {
     OpDef& d = grad_op(t.define(Op::layer_norm_grad), {"dy", "x", "gamma", "mean", "invstd"},
                        {"dx", "dgamma", "dbeta"}, "gradient of layer_norm over the last dimension");
+    d.reusable_input = 0;  // dy
     d.shape = layer_norm_grad_shape;
     d.cost = norm_grad_cost;
   }

@@ -75,9 +75,10 @@ struct OpDef {
   std::vector<AttrSpec> attrs;
   Traits traits;
   std::vector<int> aliases;                     // in_place ops: output i aliases input aliases[i] (-1: fresh)
-  int reusable_input = -1;  // the memory planner may give the (single) output this input's buffer when the op
-                            // is that input's last reader and both have the same bytes (plan/liveness.h); every
-                            // backend's kernel reads element i of it before writing element i. -1: never
+  int reusable_input = -1;  // the memory planner may give the first output this input's buffer when the op is
+                            // that input's last reader and both have the same bytes (plan/liveness.h); every
+                            // backend's kernel reads element i of it (for every output) before writing element i
+                            // of the first output. -1: never
   int view_input = -1;  // the op only renames this input's bytes (a reshape): the memory planner may give the
                         // (single) output the input's buffer while the input is still read (Note [Views],
                         // plan/liveness.h); every backend's kernel then copies nothing. -1: never

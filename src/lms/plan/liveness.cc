@@ -29,7 +29,10 @@ void reuse_buffers(const Graph& g, Liveness& lv) {
     const OpDef& d = g.def(n);
     const bool view = d.view_input >= 0;  // Note [Views]
     const int k = view ? d.view_input : d.reusable_input;
-    if (k < 0 || k >= static_cast<int>(node.inputs.size()) || node.outputs.size() != 1) continue;
+    // A view has one output; a reusing op writes its first over input k (batch_norm_grad's dx over dy).
+    if (k < 0 || k >= static_cast<int>(node.inputs.size()) || node.outputs.empty() ||
+        (view && node.outputs.size() != 1))
+      continue;
     const ValueId out = node.outputs[0], in = node.inputs[k];
     if (g.storage_root(out) != out || g.value(out).type.dtype != g.value(in).type.dtype) continue;
     const int32_t from = lv.buffer_of_value[out.v], to = holder(lv.buffer_of_value[in.v]);

@@ -15,13 +15,14 @@
 // (Note [Views]) the output is a view of the input (a reshape) and shares its buffer.
 //
 // Note [Buffer reuse]
-// An op with OpDef::reusable_input = k and one output takes the buffer B of its input k when: the output is a
-// fresh storage root with that input's dtype and bytes; B is a device buffer, not persistent, not a graph input
-// or output; the op is B's last toucher in schedule order; and no copy op reads anything B holds. Every other
-// reader then runs before the op on the compute stream, in order (a swap-out on a copy stream could still be
-// reading when the op writes, so a buffer a copy reads is never reused). Each backend's kernel for such an op
-// reads element i before writing element i, so the values are those of a fresh buffer, bit for bit
-// (tests/backends/in_place_test.cc). Undone by `reuse = false`.
+// An op with OpDef::reusable_input = k writes its first output (its only one; batch_norm_grad's and
+// layer_norm_grad's dx over dy) into the buffer B of its input k when: that output is a fresh storage root with
+// that input's dtype and bytes; B is a device buffer, not persistent, not a graph input or output; the op is B's
+// last toucher in schedule order; and no copy op reads anything B holds. Every other reader then runs before the
+// op on the compute stream, in order (a swap-out on a copy stream could still be reading when the op writes, so
+// a buffer a copy reads is never reused). Each backend's kernel for such an op reads element i of that input,
+// for every output, before writing element i, so the values are those of a fresh buffer, bit for bit
+// (tests/backends/buffer_reuse_test.cc). Undone by `reuse = false`.
 //
 // Note [Views]
 // An op with OpDef::view_input = k (a reshape: the same bytes under another shape) and one output takes the
