@@ -252,6 +252,7 @@ void define_grad_tensor_ops(OpTable& t) {
     OpDef& d = grad_op(t.define(Op::cross_entropy_grad), {"dloss", "logits", "labels"},
                        "gradient of cross_entropy: dloss * (softmax(logits, 1) - onehot(labels)) / (N*prod(sp))");
     d.outputs = {"dlogits"};
+    d.reusable_input = 1;  // logits
     d.shape = cross_entropy_grad_shape;
     d.cost = cross_entropy_grad_cost;
   }
