@@ -20,8 +20,8 @@
 # build fails, PyTorch's side is still measured).
 #
 # `scripts/gpu-check.sh --probe` is a shorter check of the default configuration after a change (about 4
-# minutes with the build): the GPU tests of the convolutions, the own kernels and training, resnet50's node times
-# at batch 64, and samples/s of none at batch 128 and of auto at 4x PyTorch plain's max batch (GPU_CHECK_TP, 192
+# minutes with the build): the GPU tests of the convolutions, the own kernels, buffer reuse and training,
+# resnet50's node times at batch 64, and samples/s of none at batch 128 and of auto at 4x PyTorch plain's max batch (GPU_CHECK_TP, 192
 # by default), each beside its prediction, and the profile at that batch with each node's kernel.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -143,7 +143,9 @@ run_tests() {  # log file, time limit, ctest's selection; notes the outcome
   note "tests ($*): rc=$rc; $tests_line; skipped $skipped; failed: ${failed:-none} ($(elapsed))"
 }
 if [ $mode = probe ]; then
-  [ $built = 1 ] && run_tests gpu-tests.log 95 -R 'CudaConvGemm|CudaOwnKernels|CudaTraining|AutoTraining|TflmsTraining'
+  # The norm and loss gradients (own kernels, written over their dy or logits since 2026-12-07) on the GPU too.
+  [ $built = 1 ] && run_tests gpu-tests.log 95 \
+    -R 'CudaConvGemm|CudaOwnKernels|CudaTraining|AutoTraining|TflmsTraining|BufferReuse|CudaOps.*_(norm|entropy)'
   r50=(--model resnet50 --image 224 --device cuda --budget 16GiB --steps 4 --json)
   rate() {  # a train JSON file -> its samples/s and times
     python3 -c "import json,statistics,sys;r=json.load(open(sys.argv[1]));b=r['batch'];print(f\"{b/statistics.median(r['step_seconds'][1:]):.1f}/s (predicted {b/r['predicted_step_seconds']:.1f}/s), peak {r['peak_device_bytes']/2**30:.2f} GiB, planned in {r['plan_seconds']:.1f} s\")" "$1" 2>/dev/null || echo "FAILED ($(tail -1 "${1%.json}.err"))"
