@@ -6,9 +6,9 @@
 // headers and no LMS headers but ops/dropout_mask.h and ops/hardswish.h (themselves plain C++20): nvcc compiles
 // it as C++20, g++ as C++23. The pooling kernels are in pool_fns.h.
 // Numerics follow Note [Reference accumulation]: each element is computed in double from its operands and
-// rounded once; each sum runs sequentially in one thread in the reference's order, in double. That makes the
-// own kernels bit-identical to the reference on most ops (the tests say which), and deterministic everywhere:
-// no atomics, no order that depends on scheduling.
+// rounded once; each sum runs sequentially in one thread in the reference's order, in double (but batch_norm_grad's
+// channel sums, in lanes: BnGradLanes). That makes the own kernels bit-identical to the reference on most ops (the
+// tests say which), and deterministic everywhere: no atomics, no order that depends on scheduling.
 // Invalid ids or labels (outside [0, bound)) cannot be returned from a kernel: the element writes 0 and stores
 // a code into `*status` (host-mapped memory the backend checks after each step; see cuda_backend.h).
 #pragma once
@@ -444,7 +444,8 @@ struct SoftmaxGrad {
   LMS_HD void operator()(int64_t line) const {
     const int64_t base = (line / inner) * dim * inner + line % inner;
     double dot = 0;
-    for (int64_t j = 0; j < dim; ++j) dot += static_cast<double>(dy[base + j * inner]) * static_cast<double>(y[base + j * inner]);
+    for (int64_t j = 0; j < dim; ++j)
+      dot += static_cast<double>(dy[base + j * inner]) * static_cast<double>(y[base + j * inner]);
     for (int64_t j = 0; j < dim; ++j) {
       const int64_t i = base + j * inner;
       dx[i] = static_cast<T>(static_cast<double>(y[i]) * (static_cast<double>(dy[i]) - dot));
