@@ -3,7 +3,7 @@
 // turns a KernelCall into a prepared sequence of element-function launches (kernel_fns.h). A Launcher says where
 // they run: on the GPU, enqueued on the compute stream, or on the host in plain loops. The host mode exists so
 // that CI, which has no GPU, runs exactly these geometries and numerics against the reference backend
-// (tests/backends/cuda_ops_host_test.cc); it is compiled into every build.
+// (tests/backends/cuda_ops_test.cc); it is compiled into every build (cuda_ops.cc and cuda_ops_nn.cc).
 #pragma once
 
 #include <cstdint>

@@ -526,7 +526,7 @@ struct LayerNormGradColumns {
   }
 };
 
-// batch_norm_grad over x [N, C, S] (S: the spatial elements), in three launches (cuda_ops.cc) whose every read of
+// batch_norm_grad over x [N, C, S] (S: the spatial elements), in three launches (cuda_ops_nn.cc) whose every read of
 // dy precedes the write of its element of dx, so dx may be dy's buffer (Note [Buffer reuse], plan/liveness.h).
 // A channel's elements e = n*S + s are summed in `lanes` lanes: lane p takes e = p, p + lanes, ... in ascending
 // order, so neighbouring threads read neighbouring elements; then each channel adds its lanes in lane order.

@@ -1,0 +1,151 @@
+// The own kernels' normalization, loss and optimizer ops (own_ops.h): layer norm and its gradient, batch norm's
+// gradient and running statistics, cross-entropy and its gradient, and the SGD, momentum and Adam updates, each
+// bound to its element functions (kernel_fns.h) for cuda_ops.cc's dispatch.
+#include <algorithm>
+#include <cstdint>
+
+#include "lms/backends/cuda/own_ops.h"
+
+namespace lms::cuda::own {
+
+Result<OwnKernel> layer_norm(const Args& a, const Launcher& l) {
+  const Shape& x = a.in(0).shape;
+  const int64_t width = x.back(), rows = reference::product(x, 0, x.size() - 1);
+  if (width == 0) return fail("{} of {} normalizes over an empty last dimension", a.name(), to_string(a.in(0)));
+  const double eps = a.c.f("eps");
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l,
+                  LayerNorm<T>{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), out<T>(a, 1), out<T>(a, 2), width,
+                               eps},
+                  rows);
+  });
+}
+
+Result<OwnKernel> layer_norm_grad(const Args& a, const Launcher& l) {
+  const Shape& x = a.in(1).shape;
+  const int64_t width = x.back(), rows = reference::product(x, 0, x.size() - 1);
+  if (width == 0) return fail("{} of {} normalizes over an empty last dimension", a.name(), to_string(a.in(1)));
+  return for_float(a, a.in(1).dtype, [&]<class T>() -> Result<OwnKernel> {
+    const T *dy = in<T>(a, 0), *xp = in<T>(a, 1), *gamma = in<T>(a, 2), *mean = in<T>(a, 3), *invstd = in<T>(a, 4);
+    // The columns read dy before the rows write dx, which may be dy's buffer (Note [Buffer reuse]).
+    return sequence({step(l, LayerNormGradColumns<T>{dy, xp, mean, invstd, out<T>(a, 1), out<T>(a, 2), width, rows},
+                          width),
+                     step(l, LayerNormGradRows<T>{dy, xp, gamma, mean, invstd, out<T>(a, 0), width}, rows)});
+  });
+}
+
+// batch_norm_grad's lanes per channel (kernel_fns.h BnGradLanes): about kBnGradThreads (channel, lane) pairs in
+// all, enough threads to keep a GPU's memory busy, and never more lanes than a channel has elements.
+namespace {
+constexpr int64_t kBnGradThreads = int64_t{1} << 18;
+int64_t bn_grad_lanes(int64_t channels, int64_t count) {
+  return std::clamp<int64_t>(kBnGradThreads / std::max<int64_t>(channels, 1), 1, std::max<int64_t>(count, 1));
+}
+
+}  // namespace
+
+// batch_norm_grad's workspace: two doubles per (channel, lane), then two per channel.
+int64_t bn_grad_workspace(const TensorType& x) {
+  if (x.rank() < 2) return 0;
+  const int64_t channels = x.shape[1], count = x.shape[0] * reference::product(x.shape, 2, x.shape.size());
+  return static_cast<int64_t>(sizeof(double)) * 2 * channels * (bn_grad_lanes(channels, count) + 1);
+}
+
+// batch_norm_grad (dy, x, gamma, mean, invstd) -> (dx, dgamma, dbeta): lane sums, channel sums, then dx (dx may be
+// dy's buffer: kernel_fns.h).
+Result<OwnKernel> batch_norm_grad(const Args& a, const Launcher& l) {
+  const TensorType& xt = a.in(1);  // rank >= 2: the shape rule (check_kernel_call)
+  const int64_t channels = xt.shape[1], spatial = reference::product(xt.shape, 2, xt.shape.size());
+  const int64_t count = xt.shape[0] * spatial, lanes = bn_grad_lanes(channels, count);
+  if (count == 0) return fail("{} of {} has no elements per channel", a.name(), to_string(xt));
+  auto* lane_sums = static_cast<double*>(a.call.workspace);
+  double* sums = lane_sums + 2 * channels * lanes;
+  return for_float(a, xt.dtype, [&]<class T>() -> Result<OwnKernel> {
+    const T *dy = in<T>(a, 0), *x = in<T>(a, 1), *gamma = in<T>(a, 2), *mean = in<T>(a, 3), *invstd = in<T>(a, 4);
+    const BnGradData<T> data{dy,       x,       gamma, mean, invstd, sums, out<T>(a, 0), channels, spatial,
+                             static_cast<double>(count), elements(xt) <= int64_t{UINT32_MAX}};
+    return sequence({step(l, BnGradLanes<T>{dy, x, mean, invstd, lane_sums, channels, spatial, count, lanes},
+                          channels * lanes),
+                     step(l, BnGradChannels<T>{lane_sums, sums, out<T>(a, 1), out<T>(a, 2), lanes}, channels),
+                     step(l, data, elements(xt))});
+  });
+}
+
+Result<OwnKernel> bn_running_update(const Args& a, const Launcher& l) {
+  const double momentum = reference::number_attr(a, "momentum"), eps = reference::number_attr(a, "eps"),
+               count = reference::number_attr(a, "count");
+  if (!(count >= 2))
+    return fail("{} attribute 'count' = {} must be at least 2 (the unbiased variance divides by count - 1)", a.name(),
+                count);
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l,
+                  BnRunningUpdate<T>{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), in<T>(a, 3), out<T>(a, 0), out<T>(a, 1),
+                                     momentum, eps, count / (count - 1)},
+                  elements(a.in(0)));
+  });
+}
+
+LossShape loss_shape(const TensorType& logits) {
+  LossShape s;
+  s.classes = logits.shape[1];
+  s.spatial = reference::product(logits.shape, 2, logits.shape.size());
+  s.positions = logits.shape[0] * s.spatial;
+  return s;
+}
+
+Result<OwnKernel> cross_entropy(const Args& a, const Launcher& l) {
+  const LossShape s = loss_shape(a.in(0));
+  auto* lse = static_cast<double*>(a.call.workspace);
+  double* term = lse + s.positions;
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    CrossEntropyRows<T> rows{in<T>(a, 0), ids_of(a.call.inputs[1]), lse, term, s.classes, s.spatial, l.status};
+    return sequence(
+        {step(l, rows, s.positions), step(l, MeanOfTerms{term, s.positions, scalar_of(a.call.outputs[0])}, 1)});
+  });
+}
+
+Result<OwnKernel> cross_entropy_grad(const Args& a, const Launcher& l) {
+  const LossShape s = loss_shape(a.in(1));
+  auto* lse = static_cast<double*>(a.call.workspace);
+  return for_float(a, a.in(1).dtype, [&]<class T>() -> Result<OwnKernel> {
+    const Ids labels = ids_of(a.call.inputs[2]);
+    CrossEntropyRows<T> rows{in<T>(a, 1), labels, lse, nullptr, s.classes, s.spatial, l.status};
+    CrossEntropyGrad<T> grad{scalar_of(a.call.inputs[0]), in<T>(a, 1), labels, lse, out<T>(a, 0),
+                             s.classes, s.spatial, s.positions, l.status};
+    return sequence({step(l, rows, s.positions), step(l, grad, elements(a.out(0)))});
+  });
+}
+
+Result<OwnKernel> sgd_update(const Args& a, const Launcher& l) {
+  const double lr = a.c.f("lr"), wd = a.c.f("weight_decay");
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l, SgdUpdate<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), lr, wd}, elements(a.in(0)));
+  });
+}
+
+Result<OwnKernel> momentum_update(const Args& a, const Launcher& l) {
+  const double lr = a.c.f("lr"), momentum = a.c.f("momentum"), wd = a.c.f("weight_decay");
+  const bool nesterov = a.c.b("nesterov");
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    return single(l,
+                  MomentumUpdate<T>{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), out<T>(a, 1), lr, momentum, wd,
+                                    nesterov},
+                  elements(a.in(0)));
+  });
+}
+
+Result<OwnKernel> adam_update(const Args& a, const Launcher& l) {
+  if (a.in(3).num_elements() != 1 || !is_float(a.in(3).dtype) || a.in(3).dtype == DType::f16 ||
+      a.in(3).dtype == DType::bf16)
+    return fail("{} step counter t must be an f32 or f64 scalar, got {}", a.name(), to_string(a.in(3)));
+  const double lr = a.c.f("lr"), b1 = a.c.f("beta1"), b2 = a.c.f("beta2"), eps = a.c.f("eps"),
+               wd = a.c.f("weight_decay");
+  const Scalar t = scalar_of(a.call.inputs[3]), t_out = scalar_of(a.call.outputs[3]);
+  return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
+    AdamUpdate<T> update{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), in<T>(a, 4), t, out<T>(a, 0), out<T>(a, 1),
+                         out<T>(a, 2), lr, b1, b2, eps, wd};
+    return sequence({step(l, update, elements(a.in(0))), step(l, AdamStep{t, t_out}, 1)});
+  });
+}
+
+}  // namespace lms::cuda::own
