@@ -20,7 +20,8 @@
 namespace lms {
 namespace {
 
-// A random graph in schedule order. Node kinds: inputs, params, relu and reshape (one input), concat (several
+// A random graph in schedule order. Node kinds: inputs, params, relu and reshape (one input), batch_norm_grad
+// (five inputs, three outputs, the first of which may be written over the first input), concat (several
 // inputs), in-place sgd updates of params (ordered after every other reader by control edges, as autodiff
 // does), swap_out to the host and swap_in back. Shapes need not satisfy the shape rules: the planner reads
 // only edges, types, placements and traits.
@@ -51,6 +52,18 @@ Graph random_graph(std::mt19937& rng, int num_nodes) {
       ValueId p = add(Op::param, {}, size(rng));
       params.push_back(p);
       device_values.push_back(p);
+    } else if (kind == 4 && std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
+      // dx of dy's size half the time (Note [Buffer reuse]: the first output over dy), dgamma and dbeta.
+      std::vector<ValueId> ins;
+      for (int j = 0; j < 5; ++j) ins.push_back(pick(device_values));
+      const bool same = std::uniform_int_distribution<int>(0, 1)(rng) == 1;
+      std::vector<TensorType> types;
+      for (int64_t e : {same ? g.value(ins[0]).type.shape[0] : size(rng), size(rng), size(rng)})
+        types.push_back(TensorType{DType::f32, {e}});
+      const std::vector<std::string> names(3);
+      NodeId n = g.add_node(Op::batch_norm_grad, {}, types, names);
+      g.set_inputs(n, std::move(ins));
+      for (ValueId v : g.node(n).outputs) device_values.push_back(v);
     } else if (kind <= 4) {
       // Half the time of its input's size: its buffer may be reused (Note [Buffer reuse]); a third of those are
       // reshapes, which may share it while it is still read (Note [Views]).
@@ -155,7 +168,7 @@ std::vector<int64_t> random_workspaces(std::mt19937& rng, const Graph& g) {
 
 TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
   std::mt19937 rng(12345);
-  int reused = 0, views = 0;
+  int reused = 0, views = 0, norm_grads = 0;
   for (int trial = 0; trial < 200; ++trial) {
     Graph g = random_graph(rng, 5 + trial % 60);
     ASSERT_TRUE(check_schedule_order(g).has_value()) << trial;
@@ -174,6 +187,7 @@ TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
           const Node& p = g.node(at);
           views += a == Assignment::greedy_by_size && p.op == Op::reshape &&
                    std::ranges::any_of(g.value(p.inputs[0]).consumers, [&](NodeId c) { return c.v > at.v; });
+          norm_grads += a == Assignment::greedy_by_size && p.op == Op::batch_norm_grad;
         }
 
       int64_t top_device = 0, raw_persistent = 0;
@@ -212,6 +226,7 @@ TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
   }
   EXPECT_GT(reused, 50) << "the random graphs must exercise buffer reuse";
   EXPECT_GT(views, 10) << "the random graphs must exercise views";
+  EXPECT_GT(norm_grads, 5) << "the random graphs must exercise a multi-output op written over an input";
 }
 
 // Reuse across streams: whenever a buffer's space held an earlier buffer, every node that touched the earlier
