@@ -40,12 +40,15 @@ TEST(PlanCommand, JsonHasEveryKeyAndMatchesTrain) {
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = json_of(r, "plan");
   for (const char* k : {"fits", "strategy", "budget_bytes", "peak_bytes", "peak_bytes_none", "param_bytes",
-                        "min_budget_bytes", "lower_bound_bytes", "reused_buffers", "host_bytes", "swap_out_bytes",
+                        "min_budget_bytes", "min_budget_op", "lower_bound_bytes", "reused_buffers", "host_bytes",
+                        "swap_out_bytes",
                         "swap_in_bytes",
                         "swapped_tensors", "recompute_flops", "predicted_step_seconds", "lms_needed"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_TRUE(j["fits"].get<bool>());
   EXPECT_EQ(j["strategy"], "none");
+  const std::string largest = j["min_budget_op"].get<std::string>();  // "%name, op" of a node of the plan
+  EXPECT_TRUE(largest.starts_with("%") && largest.find(", ") != std::string::npos) << largest;
   EXPECT_EQ(j["budget_bytes"].get<int64_t>(), int64_t{1} << 30);
   // The plan is of what train runs (same default batch, same optimizer): the same planned peak.
   auto t = run_lms("train --model mlp --steps 1 --json");

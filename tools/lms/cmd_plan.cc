@@ -41,6 +41,7 @@ nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>&
   j["peak_bytes_none"] = p.peak_bytes_none;
   j["param_bytes"] = p.memory.persistent_bytes;
   j["min_budget_bytes"] = p.memory.min_budget_bytes;
+  j["min_budget_op"] = largest_op(p.graph, p.memory);
   j["lower_bound_bytes"] = p.memory.lower_bound_bytes;
   j["reused_buffers"] = p.memory.reused_buffers;
   j["host_bytes"] = p.memory.host_arena_bytes;
@@ -127,8 +128,9 @@ void print_plan(const std::string& graph, const Plan& p, const std::optional<Pre
   fmt::print("  budget          {}\n", p.budget_bytes == kUnlimitedBytes ? "unlimited" : format_size(p.budget_bytes));
   fmt::print("  planned peak    {}\n", format_size(p.memory.device_arena_bytes));
   fmt::print("  without LMS     {}\n", format_size(p.peak_bytes_none));
-  fmt::print("  hard minimum    {} (parameters and state {} plus the largest op)\n",
-             format_size(p.memory.min_budget_bytes), format_size(p.memory.persistent_bytes));
+  fmt::print("  hard minimum    {} (parameters and state {} plus the largest op: {})\n",
+             format_size(p.memory.min_budget_bytes), format_size(p.memory.persistent_bytes),
+             largest_op(p.graph, p.memory));
   if (p.memory.reused_buffers > 0)
     fmt::print("  buffer reuse    {} outputs written over the buffer of an input they read last or viewing it\n",
                p.memory.reused_buffers);

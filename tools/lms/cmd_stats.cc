@@ -46,6 +46,7 @@ int run(const StatsCmd& c) {
     j["input_bytes"] = s.input_bytes;
     j["peak_bytes_none"] = none->memory.device_arena_bytes;
     j["min_budget_bytes"] = none->memory.min_budget_bytes;
+    j["min_budget_op"] = largest_op(none->graph, none->memory);
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -57,8 +58,8 @@ int run(const StatsCmd& c) {
   fmt::print("  FLOPs             {:.4g} ({:.4g} multiply-adds)\n", s.flops, s.flops / 2);
   fmt::print("  activations       {}\n", format_size(s.activation_bytes));
   fmt::print("  inputs            {}\n", format_size(s.input_bytes));
-  fmt::print("  peak without LMS  {} (hard minimum {})\n", format_size(none->memory.device_arena_bytes),
-             format_size(none->memory.min_budget_bytes));
+  fmt::print("  peak without LMS  {} (hard minimum {}: {})\n", format_size(none->memory.device_arena_bytes),
+             format_size(none->memory.min_budget_bytes), largest_op(none->graph, none->memory));
   return kExitOk;
 }
 }  // namespace

@@ -147,6 +147,7 @@ nlohmann::ordered_json capacity_json(const std::string& key, const Capacity& c) 
   j["peak_bytes"] = p.memory.device_arena_bytes;
   j["peak_bytes_none"] = p.peak_bytes_none;
   j["min_budget_bytes"] = p.memory.min_budget_bytes;
+  j["min_budget_op"] = largest_op(p.graph, p.memory);
   j["swap_out_bytes"] = p.swap_out_bytes;
   if (p.tflms) j["tflms"] = tflms_json(*p.tflms);
   j["probes"] = c.probes;

@@ -109,13 +109,6 @@ Plan not_fitting(Plan p, Error why) {
   return p;
 }
 
-// "%name (op)" of the op with the largest working set, for the hard-limit error.
-std::string largest_op(const Graph& g, const MemoryPlan& m) {
-  if (m.min_budget_position < 0) return "no op";
-  const NodeId n{static_cast<uint32_t>(m.min_budget_position)};
-  return fmt::format("{}, {}", node_label(g, n), g.def(n).name);
-}
-
 Result<Plan> plan_tflms(Plan p, const Graph& scheduled, const std::vector<int64_t>& workspaces,
                         const StrategyOptions& opts) {
   const MemoryPlan& none = p.memory;
@@ -373,6 +366,12 @@ Result<Plan> try_plan(const Graph& training, const StrategyOptions& opts) {
     return k;
   }
   return plan_tflms(std::move(p), scheduled, workspaces, opts);
+}
+
+std::string largest_op(const Graph& g, const MemoryPlan& m) {
+  if (m.min_budget_position < 0) return "no op";
+  const NodeId n{static_cast<uint32_t>(m.min_budget_position)};
+  return fmt::format("{}, {}", node_label(g, n), g.def(n).name);
 }
 
 }  // namespace lms

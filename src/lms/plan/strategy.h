@@ -102,4 +102,7 @@ Result<Plan> try_plan(const Graph& training, const StrategyOptions& opts);
 // try_plan, with a plan that does not fit returned as its `why` error.
 Result<Plan> make_plan(const Graph& training, const StrategyOptions& opts);
 
+// "%name, op" of the node of `g` whose working set sets m.min_budget_bytes (the hard minimum), "no op" when none.
+std::string largest_op(const Graph& g, const MemoryPlan& m);
+
 }  // namespace lms
