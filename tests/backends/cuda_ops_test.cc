@@ -169,32 +169,59 @@ TEST(CudaOwnKernelsOnHost, ConstantFillsLikeTheReference) {
 }
 
 // batch_norm_grad's sums in lanes (kernel_fns.h BnGradLanes): the table's channels have fewer elements than the
-// dispatcher's lanes, one element a lane, so this runs the three element functions with fewer lanes than a
-// channel's 3 * 7 elements, stepping across samples (lanes 8 and 20 pass the 7 spatial elements), and with as many
-// (the reference's order: bit-identical). Other lane counts sum in another order: within 1e-6 of the reference.
-// dx is written over dy each time, as the planner may place it.
+// dispatcher's lanes, one element a lane, and few enough lanes to add directly, so this runs the element functions
+// with fewer lanes than a channel's 3 * 7 elements, stepping across samples (lanes 8 and 20 pass the 7 spatial
+// elements), and with as many (the reference's order: bit-identical), each with the lanes added directly and in
+// groups of 4 (BnGradGroups; the last group short where 4 does not divide the lanes). Other orders than the
+// reference's: within 1e-6 of it. dx is written over dy each time, as the planner may place it.
 TEST(CudaOwnKernelsOnHost, BatchNormGradSumsInLanes) {
   const OpCase c{"bn_grad_lanes", Op::batch_norm_grad, {{3, 4, 7}, {3, 4, 7}, {4}, {4}, Pos({4})}, {}};
   auto want = run_reference_call(c, 5);
   ASSERT_TRUE(want.has_value()) << want.error().str();
-  constexpr int64_t kChannels = 4, kSpatial = 7, kCount = 21;
-  for (int64_t lanes : {1, 2, 5, 7, 8, 20, 21}) {
-    std::vector<HostTensor> in = op_cases::inputs_of(c, 5);
-    HostTensor dgamma(TensorType{DType::f32, {kChannels}}), dbeta(TensorType{DType::f32, {kChannels}});
-    std::vector<double> lane_sums(2 * kChannels * lanes, -1.0), sums(2 * kChannels, -1.0);
-    const float *dy = in[0].as<float>().data(), *x = in[1].as<float>().data(), *gamma = in[2].as<float>().data(),
-                *mean = in[3].as<float>().data(), *invstd = in[4].as<float>().data();
-    float* dx = in[0].as<float>().data();  // over dy
-    const cuda::BnGradLanes<float> lane{dy, x, mean, invstd, lane_sums.data(), kChannels, kSpatial, kCount, lanes};
-    for (int64_t i = 0; i < kChannels * lanes; ++i) lane(i);
-    const cuda::BnGradChannels<float> channel{lane_sums.data(), sums.data(), dgamma.as<float>().data(),
-                                              dbeta.as<float>().data(), lanes};
-    for (int64_t ch = 0; ch < kChannels; ++ch) channel(ch);
-    const cuda::BnGradData<float> data{dy, x, gamma, mean, invstd, sums.data(), dx, kChannels, kSpatial, kCount, true};
-    for (int64_t i = 0; i < in[0].type.num_elements(); ++i) data(i);
-    const std::vector<HostTensor> got = {in[0], dgamma, dbeta};
-    expect_match(c, "(lanes " + std::to_string(lanes) + ")", got, want->outputs, lanes == kCount ? 0 : 1e-6);
-  }
+  constexpr int64_t kChannels = 4, kSpatial = 7, kCount = 21, kGroup = 4;
+  for (int64_t lanes : {1, 2, 5, 7, 8, 20, 21})
+    for (bool grouped : {false, true}) {
+      std::vector<HostTensor> in = op_cases::inputs_of(c, 5);
+      HostTensor dgamma(TensorType{DType::f32, {kChannels}}), dbeta(TensorType{DType::f32, {kChannels}});
+      const int64_t groups = (lanes + kGroup - 1) / kGroup;
+      std::vector<double> lane_sums(2 * kChannels * lanes, -1.0), group_sums(2 * kChannels * groups, -1.0),
+          sums(2 * kChannels, -1.0);
+      const float *dy = in[0].as<float>().data(), *x = in[1].as<float>().data(), *gamma = in[2].as<float>().data(),
+                  *mean = in[3].as<float>().data(), *invstd = in[4].as<float>().data();
+      float* dx = in[0].as<float>().data();  // over dy
+      const cuda::BnGradLanes<float> lane{dy, x, mean, invstd, lane_sums.data(), kChannels, kSpatial, kCount, lanes};
+      for (int64_t i = 0; i < kChannels * lanes; ++i) lane(i);
+      if (grouped) {
+        const cuda::BnGradGroups group{lane_sums.data(), group_sums.data(), lanes, kGroup, groups};
+        for (int64_t j = 0; j < kChannels * groups; ++j) group(j);
+      }
+      const cuda::BnGradChannels<float> channel{grouped ? group_sums.data() : lane_sums.data(), sums.data(),
+                                                dgamma.as<float>().data(), dbeta.as<float>().data(),
+                                                grouped ? groups : lanes};
+      for (int64_t ch = 0; ch < kChannels; ++ch) channel(ch);
+      const cuda::BnGradData<float> data{dy,   x,        gamma,    mean,   invstd, sums.data(),
+                                         dx,   kChannels, kSpatial, kCount, true};
+      for (int64_t i = 0; i < in[0].type.num_elements(); ++i) data(i);
+      const std::vector<HostTensor> got = {in[0], dgamma, dbeta};
+      const bool reference_order = lanes == kCount && (!grouped || groups == 1);
+      expect_match(c, fmt::format("(lanes {}, {})", lanes, grouped ? "grouped" : "direct"), got, want->outputs,
+                   reference_order ? 0 : 1e-6);
+    }
+}
+
+// The dispatcher's grouped path (cuda_ops_nn.cc): 400 elements a channel are 400 lanes, past the few hundred a
+// channel adds directly, so the lanes go through BnGradGroups; within 1e-6 of the reference, and bit-identical
+// when dx is written over dy.
+TEST(CudaOwnKernelsOnHost, BatchNormGradGroupsManyLanes) {
+  const OpCase c{"bn_grad_grouped", Op::batch_norm_grad, {{2, 3, 200}, {2, 3, 200}, {3}, {3}, Pos({3})}, {}};
+  int32_t status = -1;
+  auto got = run_own_call(c, 7, status);
+  auto over = run_own_call(c, 7, status, 0, /*over_input=*/true);
+  auto want = run_reference_call(c, 7);
+  ASSERT_TRUE(got.has_value() && over.has_value() && want.has_value());
+  EXPECT_GT(got->workspace, static_cast<int64_t>(sizeof(double)) * 2 * 3 * (400 + 1)) << "no group sums";
+  expect_match(c, "(grouped, own kernel on the host)", got->outputs, want->outputs, 1e-6);
+  expect_match(c, "(grouped, over dy)", over->outputs, got->outputs, 0);
 }
 
 // Every own op is covered by some case (a new own op without a row would go untested); constant by its own test.

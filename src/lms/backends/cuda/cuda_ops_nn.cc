@@ -3,6 +3,8 @@
 // bound to its element functions (kernel_fns.h) for cuda_ops.cc's dispatch.
 #include <algorithm>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "lms/backends/cuda/own_ops.h"
 
@@ -34,40 +36,63 @@ Result<OwnKernel> layer_norm_grad(const Args& a, const Launcher& l) {
   });
 }
 
-// batch_norm_grad's lanes per channel (kernel_fns.h BnGradLanes): about kBnGradThreads (channel, lane) pairs in
-// all, enough threads to keep a GPU's memory busy, and never more lanes than a channel has elements.
 namespace {
+
+// batch_norm_grad's partial sums (kernel_fns.h BnGradLanes, BnGradGroups): about kBnGradThreads (channel, lane)
+// pairs in all, enough threads to keep a GPU's memory busy, never more lanes than a channel has elements; past
+// kBnGradOneLevel lanes a channel's lanes are added in groups of kBnGradGroup, then the groups, so no thread adds
+// more than a few hundred partial sums.
 constexpr int64_t kBnGradThreads = int64_t{1} << 18;
-int64_t bn_grad_lanes(int64_t channels, int64_t count) {
-  return std::clamp<int64_t>(kBnGradThreads / std::max<int64_t>(channels, 1), 1, std::max<int64_t>(count, 1));
-}
+constexpr int64_t kBnGradOneLevel = 256;
+constexpr int64_t kBnGradGroup = 64;
+
+struct BnGradSums {
+  int64_t channels = 0, count = 0, lanes = 1, groups = 0;  // groups = 0: the channels add the lanes directly
+  explicit BnGradSums(const TensorType& x)
+      : channels(x.shape[1]), count(x.shape[0] * reference::product(x.shape, 2, x.shape.size())) {
+    lanes = std::clamp<int64_t>(kBnGradThreads / std::max<int64_t>(channels, 1), 1, std::max<int64_t>(count, 1));
+    if (lanes > kBnGradOneLevel) groups = (lanes + kBnGradGroup - 1) / kBnGradGroup;
+  }
+  // Doubles of the workspace: the lane sums, the group sums, then the channel sums, two each.
+  int64_t lane_doubles() const { return 2 * channels * lanes; }
+  int64_t group_doubles() const { return 2 * channels * groups; }
+  int64_t doubles() const { return lane_doubles() + group_doubles() + 2 * channels; }
+};
 
 }  // namespace
 
-// batch_norm_grad's workspace: two doubles per (channel, lane), then two per channel.
 int64_t bn_grad_workspace(const TensorType& x) {
-  if (x.rank() < 2) return 0;
-  const int64_t channels = x.shape[1], count = x.shape[0] * reference::product(x.shape, 2, x.shape.size());
-  return static_cast<int64_t>(sizeof(double)) * 2 * channels * (bn_grad_lanes(channels, count) + 1);
+  return x.rank() < 2 ? 0 : static_cast<int64_t>(sizeof(double)) * BnGradSums(x).doubles();
 }
 
-// batch_norm_grad (dy, x, gamma, mean, invstd) -> (dx, dgamma, dbeta): lane sums, channel sums, then dx (dx may be
-// dy's buffer: kernel_fns.h).
+// batch_norm_grad (dy, x, gamma, mean, invstd) -> (dx, dgamma, dbeta): lane sums, (group sums,) channel sums, then
+// dx (dx may be dy's buffer: kernel_fns.h).
 Result<OwnKernel> batch_norm_grad(const Args& a, const Launcher& l) {
   const TensorType& xt = a.in(1);  // rank >= 2: the shape rule (check_kernel_call)
-  const int64_t channels = xt.shape[1], spatial = reference::product(xt.shape, 2, xt.shape.size());
-  const int64_t count = xt.shape[0] * spatial, lanes = bn_grad_lanes(channels, count);
-  if (count == 0) return fail("{} of {} has no elements per channel", a.name(), to_string(xt));
+  const BnGradSums g(xt);
+  const int64_t spatial = reference::product(xt.shape, 2, xt.shape.size());
+  if (g.count == 0) return fail("{} of {} has no elements per channel", a.name(), to_string(xt));
   auto* lane_sums = static_cast<double*>(a.call.workspace);
-  double* sums = lane_sums + 2 * channels * lanes;
+  double* group_sums = lane_sums + g.lane_doubles();
+  double* sums = group_sums + g.group_doubles();
   return for_float(a, xt.dtype, [&]<class T>() -> Result<OwnKernel> {
     const T *dy = in<T>(a, 0), *x = in<T>(a, 1), *gamma = in<T>(a, 2), *mean = in<T>(a, 3), *invstd = in<T>(a, 4);
-    const BnGradData<T> data{dy,       x,       gamma, mean, invstd, sums, out<T>(a, 0), channels, spatial,
-                             static_cast<double>(count), elements(xt) <= int64_t{UINT32_MAX}};
-    return sequence({step(l, BnGradLanes<T>{dy, x, mean, invstd, lane_sums, channels, spatial, count, lanes},
-                          channels * lanes),
-                     step(l, BnGradChannels<T>{lane_sums, sums, out<T>(a, 1), out<T>(a, 2), lanes}, channels),
-                     step(l, data, elements(xt))});
+    std::vector<Step> steps = {
+        step(l, BnGradLanes<T>{dy, x, mean, invstd, lane_sums, g.channels, spatial, g.count, g.lanes},
+             g.channels * g.lanes)};
+    const bool grouped = g.groups > 0;
+    if (grouped)
+      steps.push_back(
+          step(l, BnGradGroups{lane_sums, group_sums, g.lanes, kBnGradGroup, g.groups}, g.channels * g.groups));
+    steps.push_back(step(l,
+                         BnGradChannels<T>{grouped ? group_sums : lane_sums, sums, out<T>(a, 1), out<T>(a, 2),
+                                           grouped ? g.groups : g.lanes},
+                         g.channels));
+    steps.push_back(step(l,
+                         BnGradData<T>{dy, x, gamma, mean, invstd, sums, out<T>(a, 0), g.channels, spatial,
+                                       static_cast<double>(g.count), elements(xt) <= int64_t{UINT32_MAX}},
+                         elements(xt)));
+    return sequence(std::move(steps));
   });
 }
 

@@ -529,9 +529,10 @@ struct LayerNormGradColumns {
 // batch_norm_grad over x [N, C, S] (S: the spatial elements), in three launches (cuda_ops_nn.cc) whose every read of
 // dy precedes the write of its element of dx, so dx may be dy's buffer (Note [Buffer reuse], plan/liveness.h).
 // A channel's elements e = n*S + s are summed in `lanes` lanes: lane p takes e = p, p + lanes, ... in ascending
-// order, so neighbouring threads read neighbouring elements; then each channel adds its lanes in lane order.
-// Both in double, in an order fixed by the shape: deterministic, and with lanes = N*S (one element a lane)
-// exactly the reference's sequential sums.
+// order, so neighbouring threads read neighbouring elements; then each channel adds its lanes in lane order
+// (past a few hundred lanes, in groups, then the groups in order: BnGradGroups). All in double, in an order fixed
+// by the shape: deterministic, and with lanes = N*S (one element a lane) and no groups exactly the reference's
+// sequential sums.
 // BnGradLanes: one (channel, lane) per index i = c*lanes + p, into lane_sums[2i] (dy) and [2i + 1] (dy * xhat).
 template <class T>
 struct BnGradLanes {
@@ -561,19 +562,38 @@ struct BnGradLanes {
   }
 };
 
-// BnGradChannels: one channel per index: its lanes added in lane order into sums[2c] and [2c + 1], and dbeta and
-// dgamma rounded from them.
-template <class T>
-struct BnGradChannels {
+// BnGradGroups: where a channel has many lanes (a single thread adding thousands of them would take a while),
+// one (channel, group of `group` consecutive lanes) per index j = c*groups + g, added in lane order into
+// group_sums[2j] and [2j + 1]; BnGradChannels then adds the groups instead of the lanes.
+struct BnGradGroups {
   const double* lane_sums;
-  double* sums;
-  T *dgamma, *dbeta;
-  int64_t lanes;
-  LMS_HD void operator()(int64_t c) const {
+  double* group_sums;
+  int64_t lanes, group, groups;  // groups = ceil(lanes / group)
+  LMS_HD void operator()(int64_t j) const {
+    const int64_t c = j / groups, first = (j % groups) * group, end = first + group < lanes ? first + group : lanes;
     double sum_dy = 0, sum_dy_xhat = 0;
-    for (int64_t p = 0; p < lanes; ++p) {
+    for (int64_t p = first; p < end; ++p) {
       sum_dy += lane_sums[2 * (c * lanes + p)];
       sum_dy_xhat += lane_sums[2 * (c * lanes + p) + 1];
+    }
+    group_sums[2 * j] = sum_dy;
+    group_sums[2 * j + 1] = sum_dy_xhat;
+  }
+};
+
+// BnGradChannels: one channel per index: its `parts` partial sums (lanes, or groups of lanes) added in order into
+// sums[2c] and [2c + 1], and dbeta and dgamma rounded from them.
+template <class T>
+struct BnGradChannels {
+  const double* part_sums;
+  double* sums;
+  T *dgamma, *dbeta;
+  int64_t parts;
+  LMS_HD void operator()(int64_t c) const {
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t p = 0; p < parts; ++p) {
+      sum_dy += part_sums[2 * (c * parts + p)];
+      sum_dy_xhat += part_sums[2 * (c * parts + p) + 1];
     }
     sums[2 * c] = sum_dy;
     sums[2 * c + 1] = sum_dy_xhat;
