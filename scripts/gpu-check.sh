@@ -19,10 +19,10 @@
 # 8 minutes; a stage that fails or runs out of time is reported in the table, and the script goes on (when the
 # build fails, PyTorch's side is still measured).
 #
-# `scripts/gpu-check.sh --probe` is a shorter check of the default configuration after a change (about 4
-# minutes with the build): the GPU tests of the convolutions, the own kernels, buffer reuse and training,
-# resnet50's node times at batch 64, and samples/s of none at batch 128 and of auto at 4x PyTorch plain's max batch (GPU_CHECK_TP, 192
-# by default), each beside its prediction, and the profile at that batch with each node's kernel.
+# `scripts/gpu-check.sh --probe` is a shorter check of the default configuration after a change (about 4 minutes with
+# the build): the GPU tests of the convolutions, the own kernels, buffer reuse and training, resnet50's node times at
+# batch 64, and samples/s of none at batch 128 and of auto at 4x PyTorch plain's max batch (GPU_CHECK_TP, 192 by
+# default), each beside its prediction, and the profile at that batch with each node's kernel.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=full

@@ -31,12 +31,13 @@ bool is_own_case(const OpCase& c) {
   return cuda::is_own_op(c.op) || ((is_max_pool(c.op) || is_avg_pool(c.op)) && c.attrs.get_bool("ceil_mode", false));
 }
 
-// The cuda backend's tolerance for a case (TF32 off). cuDNN and cuBLAS compute in the data type in their own
-// order: convolutions and batch norm (forward; its gradient is an own kernel) 1e-4 (their algorithms split and
-// reorder long sums), max pooling 0 (a selection), matmul and average pooling the table's. The own kernels compute in double in the reference's order
-// with no FMA contraction (--fmad=false), so they give the reference's bits, except where CUDA's exp, log, erf, tanh
-// or pow may differ from glibc's in the last double bit, which can flip a rounding: 1e-6 there. f64 rows on cuDNN
-// and cuBLAS: 1e-12 (double sums in another order; the table's 0 there is the cpu backend's reference fallback).
+// The cuda backend's tolerance for a case (TF32 off). cuDNN and cuBLAS compute in the data type in their own order:
+// convolutions and batch norm (forward; its gradient is an own kernel) 1e-4 (their algorithms split and reorder long
+// sums), max pooling 0 (a selection), matmul and average pooling the table's. The own kernels compute in double in the
+// reference's order with no FMA contraction (--fmad=false), so they give the reference's bits, except where CUDA's exp,
+// log, erf, tanh or pow may differ from glibc's in the last double bit, which can flip a rounding: 1e-6 there. f64 rows
+// on cuDNN and cuBLAS: 1e-12 (double sums in another order; the table's 0 there is the cpu backend's reference
+// fallback).
 double cuda_tolerance(const OpCase& c) {
   if (c.inputs[0].dtype == DType::f64 && !is_own_case(c)) return 1e-12;
   switch (c.op) {

@@ -440,12 +440,12 @@ inline void expect_match(const OpCase& c, std::string_view how, const std::vecto
   }
 }
 
-// One direct kernel call of a case: inputs drawn from `seed`, outputs allocated (an in-place output shares its
-// aliased input's buffer, as in an arena), and a workspace of `workspace` bytes, 64-byte aligned like a planned
-// buffer and filled with kPoison first (a kernel that read scratch it had not written would see garbage, not
-// zeros). `workspace_of` sees the call with types only (null data), as the planner asks; `run` the real call.
-// `over_input` (for reuses_input cases): the first output is written over the op's reusable input, as a planner that
-// reuses that input's buffer has it (Note [Buffer reuse]).
+// One direct kernel call of a case: inputs drawn from `seed`, outputs allocated (an in-place output shares its aliased
+// input's buffer, as in an arena), and a workspace of `workspace` bytes, 64-byte aligned like a planned buffer and
+// filled with kPoison first (a kernel that read scratch it had not written would see garbage, not zeros).
+// `workspace_of` sees the call with types only (null data), as the planner asks; `run` the real call. `over_input` (for
+// reuses_input cases): the first output is written over the op's reusable input, as a planner that reuses that input's
+// buffer has it (Note [Buffer reuse]).
 inline constexpr std::byte kPoison{0xA5};
 struct DirectCall {
   std::vector<HostTensor> outputs;
