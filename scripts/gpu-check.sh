@@ -110,6 +110,21 @@ else
   note "build: FAILED ($(elapsed)); see build.log: $(grep -m1 -E 'error|Error' "$out/build.log" | cut -c1-200)"
 fi
 lms=$build/bin/lms
+# The normalization nodes of a profile summed by op: time and effective bandwidth ((bytes read + written) / time),
+# to compare the own batch_norm_grad kernel (since 2026-12-07; cuDNN's before) with cuDNN's batch_norm
+norm_times() {
+  python3 - "$1" <<'PY' 2>/dev/null || echo "no profile"
+import json, sys
+nodes = json.load(open(sys.argv[1]))["nodes"]
+parts = []
+for op in ("batch_norm", "batch_norm_grad"):
+    mine = [n for n in nodes if n["op"] == op]
+    t = sum(n["seconds"] for n in mine)
+    b = sum(n["bytes_read"] + n["bytes_written"] for n in mine)
+    parts.append(f"{op} {len(mine)} nodes {t * 1e3:.2f} ms ({b / t / 1e9 if t > 0 else 0:.0f} GB/s)")
+print("; ".join(parts))
+PY
+}
 # resnet50 profiled at batch $1 without a budget (about 60 GiB at 768), within $2 seconds: the kernel each node gets
 # at that batch (the cuDNN algorithm, batch chunks, the gemm layout; docs/cli.md `lms profile`), its 5 slowest
 # nodes in the table
@@ -154,6 +169,7 @@ if [ $mode = probe ]; then
     timeout 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 --copy-bytes 0 \
       -o "$out/profile_r50.json" >"$out/profile_r50.txt" 2>&1
     note "lms profile resnet50 b64: $(head -1 "$out/profile_r50.txt" | cut -c1-120) ($(elapsed))"
+    note "norm kernels b64: $(norm_times "$out/profile_r50.json")"
     timeout 40 "$lms" train "${r50[@]}" --batch 128 --device-model h200-pcie5 --profile "$out/profile_r50.json" \
       >"$out/r50_none_b128.json" 2>"$out/r50_none_b128.err"
     note "lms none b128: $(rate "$out/r50_none_b128.json") ($(elapsed))"
@@ -231,6 +247,7 @@ if [ $built = 1 ]; then
 within 40 "$lms" profile --device cuda --model resnet50 --image 224 --batch 64 --steps 3 \
   --copy-bytes 1GiB -o "$out/profile_r50.json" >"$out/profile_r50.txt" 2>&1
 note "lms profile: $(python3 -c "import json;p=json.load(open('$out/profile_r50.json'));c=p['copies'];print(f\"resnet50 b64 step {p['step_seconds']:.4f} s; copies d2h {c['d2h_bytes_per_s']/1e9:.1f} GB/s, h2d {c['h2d_bytes_per_s']/1e9:.1f} GB/s (1 GiB, pinned host arena, copy streams)\")" 2>/dev/null || echo "FAILED ($(tail -1 "$out/profile_r50.txt"))") ($(elapsed))"
+note "norm kernels b64: $(norm_times "$out/profile_r50.json")"
 profile=()
 [ -s "$out/profile_r50.json" ] && profile=(--profile "$out/profile_r50.json")
 
