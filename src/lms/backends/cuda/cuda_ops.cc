@@ -23,6 +23,74 @@ using namespace own;
 
 namespace {
 
+Result<void> zero_bytes(const Launcher& l, void* p, int64_t bytes) {
+  if (bytes <= 0) return {};
+  if (l.host) {
+    std::fill_n(static_cast<std::byte*>(p), bytes, std::byte{0});
+    return {};
+  }
+#ifdef LMS_HAVE_CUDA_BACKEND
+  if (int e = device_memset_zero(p, bytes, l.stream); e != 0) return fail("cudaMemsetAsync: {}", device_error_string(e));
+  return {};
+#else
+  return fail("cuda backend: not in this build");
+#endif
+}
+
+Result<void> copy_bytes(const Launcher& l, void* dst, const void* src, int64_t bytes) {
+  if (bytes <= 0 || dst == src) return {};
+  if (l.host) {
+    std::copy_n(static_cast<const std::byte*>(src), bytes, static_cast<std::byte*>(dst));
+    return {};
+  }
+#ifdef LMS_HAVE_CUDA_BACKEND
+  if (int e = device_copy(dst, src, bytes, l.stream); e != 0) return fail("cudaMemcpyAsync: {}", device_error_string(e));
+  return {};
+#else
+  return fail("cuda backend: not in this build");
+#endif
+}
+
+// Runs body.template operator()<E>() with E an unsigned integer of the dtype's size (pure data movement).
+template <class F>
+Result<OwnKernel> with_element(DType t, F&& body) {
+  switch (dtype_size(t)) {
+    case 1: return body.template operator()<uint8_t>();
+    case 2: return body.template operator()<uint16_t>();
+    case 4: return body.template operator()<uint32_t>();
+    default: return body.template operator()<uint64_t>();
+  }
+}
+
+// A Strided geometry over `shape` with operand strides `a` and `b`, simplified: size-1 dimensions dropped and
+// neighbours that both stride sets traverse contiguously merged (outer o, inner d: s[o] == s[d] * shape[d]), so
+// the kernels divide less per element (a same-shape add becomes rank 1: no division at all) at the same offsets
+// and in the same row-major order. A reduction's kept and reduced dimensions never merge (its `b` is 0 along
+// exactly the reduced ones).
+Result<Strided> strided(const Args& a, const Shape& shape, const std::vector<int64_t>& sa,
+                        const std::vector<int64_t>& sb) {
+  Strided g;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    const int o = g.rank - 1;
+    if (o >= 0 && g.a[o] == sa[d] * shape[d] && g.b[o] == sb[d] * shape[d]) {
+      g.shape[o] *= shape[d];
+      g.a[o] = sa[d];
+      g.b[o] = sb[d];
+      continue;
+    }
+    if (g.rank == kMaxDims)
+      return fail("cuda backend: {} over {} needs more than the {} dimensions its kernels handle", a.name(),
+                  to_string(shape), kMaxDims);
+    g.shape[g.rank] = shape[d];
+    g.a[g.rank] = sa[d];
+    g.b[g.rank] = sb[d];
+    ++g.rank;
+  }
+  g.narrow = reference::product(shape, 0, shape.size()) <= int64_t{UINT32_MAX};
+  return g;
+}
+
 // ---- the ops ----
 
 Result<OwnKernel> constant(const Args& a, const Launcher& l) {
