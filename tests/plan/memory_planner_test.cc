@@ -29,11 +29,12 @@ Graph random_graph(std::mt19937& rng, int num_nodes) {
   Graph g("random");
   std::vector<ValueId> device_values, params;
   std::vector<ValueId> host_values;
-  auto add = [&](Op op, std::vector<ValueId> ins, int64_t elements, Placement where = Placement::device) {
+  auto add = [&](Op op, std::vector<ValueId> ins, int64_t elements, Placement where = Placement::device,
+                 Attributes a = {}) {
     TensorType t{DType::f32, {elements}};
     std::vector<TensorType> types = {t};
     std::vector<std::string> names = {""};
-    NodeId n = g.add_node(op, {}, types, names);
+    NodeId n = g.add_node(op, std::move(a), types, names);
     g.set_inputs(n, std::move(ins));
     ValueId v = g.node(n).outputs.front();
     g.set_placement(v, where);
@@ -67,15 +68,30 @@ Graph random_graph(std::mt19937& rng, int num_nodes) {
     } else if (kind <= 4) {
       // Half the time of its input's size: its buffer may be reused (Note [Buffer reuse]); a third of those are
       // reshapes, which may share it while it is still read (Note [Views]).
+      // Of the others, a third are slices, which may view their range of the input (Note [Parts]).
       const ValueId in = pick(device_values);
       const bool same = std::uniform_int_distribution<int>(0, 1)(rng) == 1;
-      const Op op = same && std::uniform_int_distribution<int>(0, 2)(rng) == 0 ? Op::reshape : Op::relu;
-      device_values.push_back(add(op, {in}, same ? g.value(in).type.shape[0] : size(rng)));
+      const bool third = std::uniform_int_distribution<int>(0, 2)(rng) == 0;
+      const int64_t dim = g.value(in).type.shape[0];
+      if (!same && third && dim > 0) {
+        const int64_t start = std::uniform_int_distribution<int64_t>(0, dim - 1)(rng);
+        const int64_t end = std::uniform_int_distribution<int64_t>(start + 1, dim)(rng);
+        device_values.push_back(add(Op::slice, {in}, end - start, Placement::device,
+                                    attrs({{"axis", int64_t{0}}, {"start", start}, {"end", end}})));
+      } else {
+        device_values.push_back(add(same && third ? Op::reshape : Op::relu, {in}, same ? dim : size(rng)));
+      }
     } else if (kind <= 6) {
+      // Half the time of the inputs' total size: inputs that die here may be placed in it (Note [Parts]).
       int k = std::uniform_int_distribution<int>(2, 4)(rng);
       std::vector<ValueId> ins;
-      for (int j = 0; j < k; ++j) ins.push_back(pick(device_values));
-      device_values.push_back(add(Op::concat, ins, size(rng)));
+      int64_t total = 0;
+      for (int j = 0; j < k; ++j) {
+        ins.push_back(pick(device_values));
+        total += g.value(ins.back()).type.shape[0];
+      }
+      const bool parts = std::uniform_int_distribution<int>(0, 1)(rng) == 1;
+      device_values.push_back(add(Op::concat, ins, parts ? total : size(rng)));
     } else if (kind == 7) {
       host_values.push_back(add(Op::swap_out, {pick(device_values)}, size(rng), Placement::host));
     } else if (kind == 8 && !host_values.empty()) {
@@ -101,27 +117,30 @@ Graph random_graph(std::mt19937& rng, int num_nodes) {
 
 // Replays the schedule on arenas of owner tags (a value's storage root id; a workspace: -2 - its node): at the
 // start the inputs and persistent buffers are written; each node first checks that every value it reads still
-// carries its own tag, then writes its fresh outputs. After the last node, graph outputs and persistent
-// buffers must be intact. An output written over an input's buffer (Note [Buffer reuse]) may overwrite that
-// input alone, and only at its last reader: any later read of it finds the output's tag; a view (Note [Views])
-// writes nothing and reads as its input. Returns the first violation.
+// carries its own tag over its bytes (a value at an offset in its buffer: Note [Parts]), then writes its fresh
+// outputs. After the last node, graph outputs and persistent buffers must be intact. An output written over an
+// input's buffer (Note [Buffer reuse]) may overwrite that input alone, and only at its last reader: any later
+// read of it finds the output's tag; a concat's output likewise over its inputs placed in it (Note [Parts]); a
+// view (Note [Views]; a slice viewing its range, Note [Parts]) writes nothing and reads as its input. Returns
+// the first violation.
 std::string simulate(const Graph& g, const MemoryPlan& plan) {
   std::vector<int32_t> device(plan.device_arena_bytes, -1), host(plan.host_arena_bytes, -1);
   auto arena = [&](const PlannedBuffer& b) -> std::vector<int32_t>& {
     return b.life.placement == Placement::device ? device : host;
   };
-  auto fill = [&](const PlannedBuffer& b, int32_t tag) {
-    for (int64_t i = 0; i < b.life.bytes; ++i) arena(b)[b.offset + i] = tag;
+  auto start = [&](ValueId v) { return plan.of(v).offset + plan.offset_of_value[v.v]; };
+  auto fill = [&](ValueId v, int32_t tag) {
+    for (int64_t i = 0; i < g.value(v).type.bytes(); ++i) arena(plan.of(v))[start(v) + i] = tag;
   };
-  auto holds = [&](const PlannedBuffer& b, int32_t tag) {
-    for (int64_t i = 0; i < b.life.bytes; ++i)
-      if (arena(b)[b.offset + i] != tag) return false;
+  auto holds = [&](ValueId v, int32_t tag) {
+    for (int64_t i = 0; i < g.value(v).type.bytes(); ++i)
+      if (arena(plan.of(v))[start(v) + i] != tag) return false;
     return true;
   };
-  // A view in its input's buffer (Note [Views]) writes nothing: it carries its input's tag.
+  // A view in its input's buffer (Note [Views], Note [Parts]) writes nothing: it carries its input's tag.
   auto viewed = [&](ValueId v) -> std::optional<ValueId> {
     const Node& p = g.node(g.value(v).producer);
-    const int k = g.def(g.value(v).producer).view_input;
+    const int k = p.op == Op::slice ? 0 : g.def(g.value(v).producer).view_input;
     if (k < 0 || plan.buffer_of_value[p.inputs[static_cast<size_t>(k)].v] != plan.buffer_of_value[v.v]) return {};
     return p.inputs[static_cast<size_t>(k)];
   };
@@ -129,9 +148,9 @@ std::string simulate(const Graph& g, const MemoryPlan& plan) {
     if (auto in = viewed(v)) return tag(*in);
     return static_cast<int32_t>(g.storage_root(v).v);
   };
-  auto intact = [&](ValueId v) { return holds(plan.of(v), tag(v)); };
+  auto intact = [&](ValueId v) { return holds(v, tag(v)); };
   for (const PlannedBuffer& b : plan.buffers)
-    if (b.life.persistent || b.life.input) fill(b, static_cast<int32_t>(b.life.root.v));
+    if (b.life.persistent || b.life.input) fill(b.life.root, static_cast<int32_t>(b.life.root.v));
   for (NodeId n : g.node_ids()) {
     const std::string at = " node #" + std::to_string(n.v);
     for (ValueId v : g.node(n).inputs)
@@ -139,10 +158,13 @@ std::string simulate(const Graph& g, const MemoryPlan& plan) {
     // The node's workspace and fresh outputs are written while its inputs must stay intact.
     const PlannedBuffer* ws = plan.workspace(n);
     const auto ws_tag = -2 - static_cast<int32_t>(n.v);
-    if (ws) fill(*ws, ws_tag);
+    if (ws)
+      for (int64_t i = 0; i < ws->life.bytes; ++i) arena(*ws)[ws->offset + i] = ws_tag;
     for (ValueId v : g.node(n).outputs)
-      if (g.storage_root(v) == v && !g.def(n).traits.source && !viewed(v)) fill(plan.of(v), tag(v));
-    if (ws && !holds(*ws, ws_tag)) return "the workspace of" + at + " shares an output's space";
+      if (g.storage_root(v) == v && !g.def(n).traits.source && !viewed(v)) fill(v, tag(v));
+    if (ws && std::any_of(arena(*ws).begin() + ws->offset, arena(*ws).begin() + ws->offset + ws->life.bytes,
+                          [&](int32_t t) { return t != ws_tag; }))
+      return "the workspace of" + at + " shares an output's space";
     for (ValueId v : g.node(n).inputs) {
       const bool reused = std::ranges::any_of(g.node(n).outputs, [&](ValueId o) {
         return g.storage_root(o) == o && plan.buffer_of_value[o.v] == plan.buffer_of_value[v.v];
@@ -153,7 +175,7 @@ std::string simulate(const Graph& g, const MemoryPlan& plan) {
   for (ValueId v : g.outputs())
     if (!intact(v)) return "output %" + g.value(v).name + " was overwritten";
   for (const PlannedBuffer& b : plan.buffers)
-    if (b.life.persistent && !holds(b, static_cast<int32_t>(b.life.root.v)))
+    if (b.life.persistent && !holds(b.life.root, static_cast<int32_t>(b.life.root.v)))
       return "a persistent buffer was overwritten";
   return "";
 }
@@ -168,7 +190,7 @@ std::vector<int64_t> random_workspaces(std::mt19937& rng, const Graph& g) {
 
 TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
   std::mt19937 rng(12345);
-  int reused = 0, views = 0, norm_grads = 0;
+  int reused = 0, views = 0, norm_grads = 0, slices = 0, concat_parts = 0;
   for (int trial = 0; trial < 200; ++trial) {
     Graph g = random_graph(rng, 5 + trial % 60);
     ASSERT_TRUE(check_schedule_order(g).has_value()) << trial;
@@ -188,7 +210,14 @@ TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
           views += a == Assignment::greedy_by_size && p.op == Op::reshape &&
                    std::ranges::any_of(g.value(p.inputs[0]).consumers, [&](NodeId c) { return c.v > at.v; });
           norm_grads += a == Assignment::greedy_by_size && p.op == Op::batch_norm_grad;
+          slices += a == Assignment::greedy_by_size && p.op == Op::slice;  // Note [Parts]
+          // A concat input placed in its output (Note [Parts]), at its offset there.
+          for (NodeId c : g.value(ValueId{v}).consumers)
+            concat_parts += a == Assignment::greedy_by_size && g.node(c).op == Op::concat &&
+                            plan->buffer_of_value[g.node(c).outputs[0].v] == plan->buffer_of_value[v];
         }
+      for (uint32_t v = 0; v < g.num_values(); ++v)  // a value at an offset fits in its buffer
+        EXPECT_LE(plan->offset_of_value[v] + g.value(ValueId{v}).type.bytes(), plan->of(ValueId{v}).life.bytes);
 
       int64_t top_device = 0, raw_persistent = 0;
       for (const PlannedBuffer& b : plan->buffers) {
@@ -227,6 +256,8 @@ TEST(MemoryPlanner, RandomGraphsNeverOverlapLiveBuffers) {
   EXPECT_GT(reused, 50) << "the random graphs must exercise buffer reuse";
   EXPECT_GT(views, 10) << "the random graphs must exercise views";
   EXPECT_GT(norm_grads, 5) << "the random graphs must exercise a multi-output op written over an input";
+  EXPECT_GT(slices, 10) << "the random graphs must exercise slices viewing their input";
+  EXPECT_GT(concat_parts, 10) << "the random graphs must exercise concat inputs placed in their output";
 }
 
 // Reuse across streams: whenever a buffer's space held an earlier buffer, every node that touched the earlier
@@ -389,29 +420,34 @@ TEST(MemoryPlanner, BudgetBelowPeakFailsNamingPeakBudgetAndOp) {
 }
 
 // Note [Buffer reuse] on the chain: d = relu(c) is c's last reader, so d is written over c's buffer (and the
-// scalar loss over s1's); a = relu(x) is not (x is a graph input), nor p = a * w (a is read later by c). The
-// lower bound falls from 24000 at %d to 20000 at %c (w, a, p, c), the hard minimum from c + d to a + c.
+// scalar loss over s1's); a = relu(x) is not (x is a graph input), nor p = a * w (a is read later by c). And c's
+// first input a dies at c, so a is written in its place in c's buffer (Note [Parts]; c copies the second a from
+// there), which then lives from %a on. The lower bound falls from 24000 at %d to 16004 at %s1 (w, p, d, s1), the
+// hard minimum from c + d to x plus the buffer holding a (at %a; p and that buffer at %p, as much).
 TEST(MemoryPlanner, OutputsTakeTheBufferOfAnInputTheyReadLast) {
   Chain ch;
   auto plan = plan_memory(ch.g);
   ASSERT_TRUE(plan.has_value()) << plan.error().str();
   EXPECT_EQ(plan->buffer_of_value[ch.d.v], plan->buffer_of_value[ch.c.v]);
   EXPECT_EQ(plan->of(ch.d).life.root, ch.c);
-  EXPECT_EQ(plan->of(ch.d).life.first, static_cast<int>(ch.g.value(ch.c).producer.v));
+  EXPECT_EQ(plan->of(ch.d).life.first, static_cast<int>(ch.g.value(ch.a).producer.v));
   EXPECT_EQ(plan->of(ch.d).life.last, static_cast<int>(ch.g.value(ch.d).consumers[0].v));
   EXPECT_NE(plan->buffer_of_value[ch.a.v], plan->buffer_of_value[ch.x.v]);
   EXPECT_NE(plan->buffer_of_value[ch.p.v], plan->buffer_of_value[ch.a.v]);
+  EXPECT_EQ(plan->buffer_of_value[ch.a.v], plan->buffer_of_value[ch.c.v]);
+  EXPECT_EQ(plan->offset_of_value[ch.a.v], 0);
   EXPECT_EQ(plan->of(ch.loss).life.last, plan->num_positions - 1);
-  EXPECT_EQ(plan->lower_bound_bytes, 20000);
-  EXPECT_EQ(plan->peak_position, static_cast<int>(ch.g.value(ch.c).producer.v));
+  EXPECT_EQ(plan->lower_bound_bytes, 16004);
+  EXPECT_EQ(plan->peak_position, static_cast<int>(ch.g.value(ch.d).consumers[0].v));
   EXPECT_EQ(plan->min_budget_bytes, 4000 + 12000);
+  EXPECT_EQ(plan->min_budget_position, static_cast<int>(ch.g.value(ch.a).producer.v));  // x + that buffer
   EXPECT_EQ(simulate(ch.g, *plan), "");
   auto program = build_program(ch.g, *plan);
   ASSERT_TRUE(program.has_value()) << program.error().str();
   EXPECT_TRUE(check_program_races(*program).has_value());
   auto own = plan_memory(ch.g, kOwnBuffers);
   ASSERT_TRUE(own.has_value());
-  EXPECT_EQ(own->buffers.size(), plan->buffers.size() + 2);  // d and loss have their own
+  EXPECT_EQ(own->buffers.size(), plan->buffers.size() + 3);  // a, d and loss have their own
 }
 
 // Where a buffer is not reused: an input a copy reads (a swap-out may still be reading it on its stream), a
@@ -429,7 +465,7 @@ TEST(MemoryPlanner, BuffersAreNotReusedWhereAnotherReaderCouldSeeTheWrite) {
   ValueId r = b.op(Op::reshape, {a2}, attrs({{"shape", IntList{8, 8}}}), "r");  // reuses a2
   ValueId m = b.op(Op::mul, {w, w}, {}, "m");  // w is a parameter
   ValueId s = b.op(Op::slice, {m}, attrs({{"axis", int64_t{0}}, {"start", int64_t{0}}, {"end", int64_t{32}}}), "s");
-  ValueId s2 = b.op(Op::relu, {s}, {}, "s2");  // reuses s (same bytes)
+  ValueId s2 = b.op(Op::relu, {s}, {}, "s2");  // s views its range of m (Note [Parts]): not over m
   ValueId back = b.op(Op::swap_in, {h}, {}, "back");
   ValueId o = b.op(Op::add, {back, m}, {}, "o");  // reuses back (swap_in's output, read only here)
   ValueId keep = b.op(Op::relu, {o}, {}, "keep");  // o is a graph output
@@ -442,7 +478,8 @@ TEST(MemoryPlanner, BuffersAreNotReusedWhereAnotherReaderCouldSeeTheWrite) {
   EXPECT_NE(buffer(a2), buffer(a));
   EXPECT_EQ(buffer(r), buffer(a2));
   EXPECT_NE(buffer(m), buffer(w));
-  EXPECT_EQ(buffer(s2), buffer(s));
+  EXPECT_EQ(buffer(s), buffer(m));
+  EXPECT_NE(buffer(s2), buffer(s));
   EXPECT_EQ(buffer(o), buffer(back));
   EXPECT_NE(buffer(keep), buffer(o));
   EXPECT_EQ(simulate(g, *plan), "");
@@ -495,6 +532,68 @@ TEST(MemoryPlanner, ReshapesShareTheBufferOfAnInputStillRead) {
   ASSERT_TRUE(own.has_value());
   EXPECT_NE(own->buffer_of_value[r.v], own->buffer_of_value[a.v]);
   EXPECT_NE(own->buffer_of_value[v.v], own->buffer_of_value[bb.v]);
+}
+
+// Note [Parts] on a decoder's join at batch 1: u dies at c = concat(s, u), so u is written in its place in c's
+// buffer, 128 bytes in (s is read again at the end and keeps its own); g = c * c over c; of g's halves, g1 (read
+// once, at once) views its range of g, while g0 (read at the end) would hold all of g to there, above the bytes
+// live at its slice: it gets a buffer of its own. At the concat, s and c's buffer are live (384 bytes, where
+// s + u + c were 512). With a batch of two the halves are not contiguous: nothing is a part.
+TEST(MemoryPlanner, ConcatInputsAndSlicesArePartsOfTheWholesBuffer) {
+  for (int64_t batch : {1, 2}) {
+    Graph g;
+    Builder b(g);
+    const TensorType t{DType::f32, {batch, 2, 16}};  // 128 bytes a batch element
+    auto half = [](int64_t start) {
+      return attrs({{"axis", int64_t{1}}, {"start", start}, {"end", start + 2}});
+    };
+    ValueId x = b.input(t, "x");
+    ValueId sk = b.op(Op::relu, {x}, {}, "s");
+    ValueId u = b.op(Op::relu, {sk}, {}, "u");
+    ValueId c = b.op(Op::concat, {sk, u}, attrs({{"axis", int64_t{1}}}), "c");
+    ValueId gr = b.op(Op::mul, {c, c}, {}, "g");
+    ValueId g0 = b.op(Op::slice, {gr}, half(0), "g0");
+    ValueId g1 = b.op(Op::slice, {gr}, half(2), "g1");
+    ValueId r1 = b.op(Op::relu, {g1}, {}, "r1");
+    ValueId late = b.op(Op::add, {g0, sk}, {}, "late");
+    ASSERT_TRUE(b.ok()) << b.error()->str();
+    g.set_outputs({r1, late});
+    auto plan = plan_memory(g);
+    ASSERT_TRUE(plan.has_value()) << plan.error().str();
+    auto buffer = [&](ValueId v) { return plan->buffer_of_value[v.v]; };
+    const int at_c = static_cast<int>(g.value(c).producer.v);
+    int64_t live_at_c = 0;
+    for (const PlannedBuffer& pb : plan->buffers)
+      live_at_c += pb.life.first <= at_c && at_c <= pb.life.last ? pb.life.bytes : 0;
+    EXPECT_EQ(buffer(gr), buffer(c));  // Note [Buffer reuse]
+    EXPECT_NE(buffer(sk), buffer(c));
+    EXPECT_NE(buffer(g0), buffer(c));
+    if (batch == 1) {
+      EXPECT_EQ(buffer(u), buffer(c));
+      EXPECT_EQ(plan->offset_of_value[u.v], 128);
+      EXPECT_EQ(plan->of(c).life.first, static_cast<int>(g.value(u).producer.v));
+      EXPECT_EQ(plan->of(c).life.writer, g.value(u).producer);
+      EXPECT_EQ(buffer(g1), buffer(c));
+      EXPECT_EQ(plan->offset_of_value[g1.v], 128);
+      EXPECT_EQ(live_at_c, 384);
+    } else {
+      EXPECT_NE(buffer(u), buffer(c));
+      EXPECT_NE(buffer(g1), buffer(c));
+      EXPECT_EQ(live_at_c, 1024);
+    }
+    for (uint32_t v = 0; v < g.num_values(); ++v)
+      if (batch == 2 || (ValueId{v} != u && ValueId{v} != g1)) {
+        EXPECT_EQ(plan->offset_of_value[v], 0);
+      }
+    EXPECT_EQ(simulate(g, *plan), "");
+    auto program = build_program(g, *plan);
+    ASSERT_TRUE(program.has_value()) << program.error().str();
+    EXPECT_TRUE(check_program_races(*program).has_value());
+    if (batch == 1) {  // where the kernels find them
+      EXPECT_EQ(program->location(u).offset, program->location(c).offset + 128);
+      EXPECT_EQ(program->location(g1).offset, program->location(gr).offset + 128);
+    }
+  }
 }
 
 TEST(MemoryPlanner, InPlaceUpdatesShareTheirParameterBuffer) {

@@ -66,6 +66,17 @@ Case gpt() {
   return c;
 }
 
+// A 3D U-Net at batch 1, 16 channels at the top level (the cpu backend's blocked layouts apply): its decoder's
+// concats have parts (Note [Parts] in plan/liveness.h).
+Case unet() {
+  Case c{"unet3d", {}};
+  c.options.batch = 1;
+  c.options.image = {8};
+  c.options.depth = 2;
+  c.options.base_filters = 16;
+  return c;
+}
+
 TrainReport train_case(const Case& c, const std::string& device, TrainOptions opts) {
   auto forward = build_model(c.model, c.options);
   EXPECT_TRUE(forward.has_value()) << forward.error().str();
@@ -188,11 +199,12 @@ TEST(AutoTraining, UnderABudgetSwapsAndRecomputationsAreBitIdentical) {
 
 // Outputs written over the buffers of inputs they read last (Note [Buffer reuse]) change where values live,
 // never what is computed: losses and parameters are those of a plan that gives every value a buffer of its own,
-// the planned peak is no higher (lower for the GPT on the reference backend, whose own buffers peak at a copy
-// in the backward pass; the small MLP, the 8x8 resnet18 and, on cpu with its kernels' workspaces, the GPT peak
-// as their backward passes start, before anything is reused), and the measured peak is the planned one.
+// the planned peak is no higher (lower for the GPT and the U-Net on the reference backend, whose own buffers peak
+// in the backward pass, at a copy and at the last gradient sum; the small MLP, the 8x8 resnet18 and, on cpu with
+// its kernels' workspaces, the GPT and the U-Net peak as their backward passes start or at a convolution's
+// workspace, before anything is reused), and the measured peak is the planned one.
 TEST(BufferReuseTraining, GivesTheBitsOfOwnBuffers) {
-  for (const Case& c : {mlp(), resnet(), gpt()}) {
+  for (const Case& c : {mlp(), resnet(), gpt(), unet()}) {
     for (const std::string& device : training_devices()) {
       TrainOptions own;
       own.reuse_buffers = false;
@@ -200,7 +212,7 @@ TEST(BufferReuseTraining, GivesTheBitsOfOwnBuffers) {
       const TrainReport r = train_case(c, device, TrainOptions{});
       const std::string what = c.model + " on " + device;
       EXPECT_LE(r.planned_peak_bytes, base.planned_peak_bytes) << what;
-      if (c.model == "gpt" && device == "reference") {
+      if ((c.model == "gpt" || c.model == "unet3d") && device == "reference") {
         EXPECT_LT(r.planned_peak_bytes, base.planned_peak_bytes) << what;
       }
       EXPECT_EQ(r.peak_device_bytes, r.planned_peak_bytes) << what << ": measured";
@@ -208,6 +220,25 @@ TEST(BufferReuseTraining, GivesTheBitsOfOwnBuffers) {
       expect_identical(r, base, what);
     }
   }
+}
+
+// Note [Parts]: the U-Net of BufferReuseTraining writes its upsampled features in their place in each decoder
+// concat's output (and may view a half of the concat's gradient at its offset).
+TEST(BufferReuseTraining, UnetConcatInputsArePlacedInTheirOutput) {
+  const Case c = unet();
+  auto training = build_training_graph(*build_model(c.model, c.options), TrainingOptions{});
+  ASSERT_TRUE(training.has_value()) << training.error().str();
+  auto program = compile(*training);
+  ASSERT_TRUE(program.has_value()) << program.error().str();
+  const Graph& g = program->graph();
+  int placed = 0;
+  for (NodeId n : g.node_ids())
+    if (g.node(n).op == Op::concat) {
+      const ValueId up = g.node(n).inputs.back();
+      placed += program->location(up).offset == program->location(g.node(n).outputs[0]).offset +
+                                                    g.value(g.node(n).outputs[0]).type.bytes() / 2;
+    }
+  EXPECT_EQ(placed, *c.options.depth - 1) << "every decoder level's concat has its upsampled half in place";
 }
 
 // auto's segments (docs/planner.md "Segments"): a block's output remade from the block's input, the block's

@@ -296,6 +296,39 @@ TEST(TimeSim, AReshapeOverItsInputTakesNoTime) {
   EXPECT_NEAR(with_reuse->step_seconds, without->step_seconds - op_seconds(g, n, m), 1e-12);
 }
 
+// Note [Parts]: a concat whose second input is written in its place copies only the first (half the roofline's
+// time), and a slice viewing its range copies nothing; with buffers of their own, the roofline's copies.
+TEST(TimeSim, PartsInPlaceTakeNoCopyTime) {
+  Graph g;
+  Builder b(g);
+  const TensorType t{DType::f32, {1, 512, 1024}};
+  ValueId x = b.input(t, "x");
+  ValueId sk = b.op(Op::relu, {x}, {}, "s");
+  ValueId u = b.op(Op::relu, {sk}, {}, "u");
+  ValueId c = b.op(Op::concat, {sk, u}, attrs({{"axis", int64_t{1}}}), "c");
+  ValueId h = b.op(Op::slice, {c}, attrs({{"axis", int64_t{1}}, {"start", int64_t{512}}, {"end", int64_t{1024}}}),
+                   "h");
+  ValueId m = b.op(Op::mean, {h}, {}, "m");
+  ValueId late = b.op(Op::add, {sk, sk}, {}, "late");
+  ASSERT_TRUE(b.ok()) << b.error()->str();
+  g.set_outputs({m, late});
+  const DeviceModel model = *device_model("h100-pcie5");
+  auto parts = plan_memory(g);
+  auto own = plan_memory(g, PlanOptions{.reuse_buffers = false});
+  ASSERT_TRUE(parts.has_value() && own.has_value());
+  ASSERT_EQ(parts->buffer_of_value[u.v], parts->buffer_of_value[c.v]);
+  ASSERT_EQ(parts->buffer_of_value[h.v], parts->buffer_of_value[c.v]);
+  auto with_parts = simulate_time(g, model, nullptr, &*parts);
+  auto without = simulate_time(g, model, nullptr, &*own);
+  ASSERT_TRUE(with_parts.has_value() && without.has_value());
+  const NodeId cn = node_of(g, c), hn = node_of(g, h);
+  EXPECT_GT(op_seconds(g, cn, model), 0);
+  EXPECT_NEAR(with_parts->end[cn.v] - with_parts->start[cn.v], op_seconds(g, cn, model) / 2, 1e-12);
+  EXPECT_NEAR(without->end[cn.v] - without->start[cn.v], op_seconds(g, cn, model), 1e-12);
+  EXPECT_EQ(with_parts->end[hn.v] - with_parts->start[hn.v], 0);
+  EXPECT_NEAR(without->end[hn.v] - without->start[hn.v], op_seconds(g, hn, model), 1e-12);
+}
+
 TEST(TimeSim, EmptyGraph) {
   Graph g;
   auto r = simulate_time(g, std::span<const double>{});

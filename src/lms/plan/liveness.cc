@@ -9,11 +9,27 @@ namespace lms {
 
 namespace {
 
-// Note [Buffer reuse] and Note [Views]: each reusing op's or view's output joins its input's buffer, in
-// schedule order (so chains join one buffer); then the buffers left are renumbered in order.
+// The device bytes live at each position, counting the buffers no other has joined (for Note [Parts]' check).
+std::vector<int64_t> live_device_bytes(const Liveness& lv, const std::vector<int32_t>& joined) {
+  std::vector<int64_t> delta(static_cast<size_t>(lv.num_positions) + 1, 0), live(lv.num_positions, 0);
+  for (size_t b = 0; b < lv.buffers.size(); ++b) {
+    const BufferLife& life = lv.buffers[b];
+    if (joined[b] != static_cast<int32_t>(b) || life.placement != Placement::device) continue;
+    delta[life.first] += life.bytes;
+    delta[life.last + 1] -= life.bytes;
+  }
+  int64_t sum = 0;
+  for (int t = 0; t < lv.num_positions; ++t) live[t] = sum += delta[t];
+  return live;
+}
+
+// Note [Buffer reuse], Note [Views] and Note [Parts]: each reusing op's or view's output, each concat input placed
+// in its output, each slice viewing its input joins the other's buffer (at a byte offset for parts), in schedule
+// order (so chains join one buffer); then the buffers left are renumbered in order.
 void reuse_buffers(const Graph& g, Liveness& lv) {
   const size_t count = lv.buffers.size();
   std::vector<int32_t> joined(count);  // the buffer each one joined (itself: none)
+  std::vector<int64_t> shift(count, 0);  // where in that buffer it starts, in bytes (Note [Parts])
   std::vector<bool> closed(count, false);  // a copy reads it, or it is a graph output: never reused
   for (size_t b = 0; b < count; ++b) joined[b] = static_cast<int32_t>(b);
   for (NodeId n : g.node_ids())
@@ -24,9 +40,64 @@ void reuse_buffers(const Graph& g, Liveness& lv) {
     while (joined[b] != b) b = joined[b];
     return b;
   };
+  auto offset_in_holder = [&](int32_t b) {
+    int64_t offset = 0;
+    for (; joined[b] != b; b = joined[b]) offset += shift[b];
+    return offset;
+  };
+  // Note [Parts]: whether joining moves no position's live bytes above those at `pos`: `extra` bytes more over
+  // positions [from, to].
+  auto no_higher = [&](int pos, int from, int to, int64_t extra) {
+    if (from > to) return true;
+    const std::vector<int64_t> live = live_device_bytes(lv, joined);
+    const int64_t most = *std::max_element(live.begin() + from, live.begin() + to + 1);
+    return most + extra <= live[pos];
+  };
+  auto join = [&](int32_t from, int32_t to, int64_t at) {
+    joined[from] = to;
+    shift[from] = at;
+    closed[to] = closed[to] || closed[from];
+    ++lv.reused;
+  };
   for (NodeId n : g.node_ids()) {
     const Node& node = g.node(n);
     const OpDef& d = g.def(n);
+    const int pos = static_cast<int>(n.v);
+    if (node.op == Op::concat && node.outputs.size() == 1 && g.storage_root(node.outputs[0]) == node.outputs[0]) {
+      const int32_t whole = lv.buffer_of_value[node.outputs[0].v];
+      BufferLife& o = lv.buffers[whole];
+      if (o.placement != Placement::device || o.persistent || o.first != pos) continue;
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        const int64_t at = part_offset(g, n, k);
+        const int32_t part = holder(lv.buffer_of_value[node.inputs[k].v]);
+        const BufferLife& p = lv.buffers[part];
+        if (at < 0 || part == whole || closed[part] || p.placement != Placement::device || p.persistent ||
+            p.input || p.last != pos || p.bytes != g.value(node.inputs[k]).type.bytes() ||
+            offset_in_holder(lv.buffer_of_value[node.inputs[k].v]) != 0 || g.def(p.writer).traits.is_copy ||
+            !no_higher(pos, p.first, o.first - 1, o.bytes - p.bytes))
+          continue;
+        if (p.first < o.first) {
+          o.first = p.first;
+          o.writer = p.writer;
+        }
+        join(part, whole, at);
+      }
+      continue;
+    }
+    if (node.op == Op::slice && node.outputs.size() == 1 && node.inputs.size() == 1 &&
+        g.storage_root(node.outputs[0]) == node.outputs[0]) {
+      const int64_t at = part_offset(g, n);
+      const int32_t from = lv.buffer_of_value[node.outputs[0].v], to = holder(lv.buffer_of_value[node.inputs[0].v]);
+      BufferLife& a = lv.buffers[to];
+      const BufferLife& o = lv.buffers[from];
+      if (at < 0 || closed[to] || closed[from] || a.placement != Placement::device ||
+          o.placement != Placement::device || a.persistent || o.first != pos ||
+          !no_higher(pos, a.last + 1, o.last, a.bytes - o.bytes))
+        continue;
+      a.last = std::max(a.last, o.last);
+      join(from, to, offset_in_holder(lv.buffer_of_value[node.inputs[0].v]) + at);
+      continue;
+    }
     const bool view = d.view_input >= 0;  // Note [Views]
     const int k = view ? d.view_input : d.reusable_input;
     // A view has one output; a reusing op writes its first over input k (batch_norm_grad's dx over dy).
@@ -38,17 +109,17 @@ void reuse_buffers(const Graph& g, Liveness& lv) {
     const int32_t from = lv.buffer_of_value[out.v], to = holder(lv.buffer_of_value[in.v]);
     BufferLife& a = lv.buffers[to];
     const BufferLife& o = lv.buffers[from];
-    const int pos = static_cast<int>(n.v);
     if (a.placement != Placement::device || o.placement != Placement::device || a.persistent || o.first != pos ||
-        a.bytes != o.bytes)
+        a.bytes != o.bytes || offset_in_holder(lv.buffer_of_value[in.v]) != 0)
       continue;
     const bool write = d.reusable_input == k && !a.input && a.last == pos;  // the input dies here
     if (closed[to] || !(write || (view && !closed[from]))) continue;
     a.last = std::max(a.last, o.last);
-    closed[to] = closed[from];
-    joined[from] = to;
-    ++lv.reused;
+    join(from, to, 0);
   }
+  lv.offset_of_value.assign(lv.buffer_of_value.size(), 0);
+  for (size_t v = 0; v < lv.buffer_of_value.size(); ++v)
+    lv.offset_of_value[v] = offset_in_holder(lv.buffer_of_value[v]);
   std::vector<int32_t> index(count, -1);
   std::vector<BufferLife> kept;
   for (size_t b = 0; b < count; ++b) {
@@ -61,6 +132,43 @@ void reuse_buffers(const Graph& g, Liveness& lv) {
 }
 
 }  // namespace
+
+int64_t part_offset(const Graph& g, NodeId n, size_t k) {
+  const Node& node = g.node(n);
+  const bool concat = node.op == Op::concat;
+  if ((!concat && (node.op != Op::slice || k != 0)) || node.outputs.size() != 1 || k >= node.inputs.size())
+    return -1;
+  const TensorType& whole = g.value(concat ? node.outputs[0] : node.inputs[0]).type;
+  const int64_t rank = whole.rank();
+  int64_t axis = node.attrs.get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return -1;
+  int64_t inner = dtype_size(whole.dtype);  // bytes of one step along the axis
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i < axis && whole.shape[static_cast<size_t>(i)] != 1) return -1;
+    if (i > axis) inner *= whole.shape[static_cast<size_t>(i)];
+  }
+  // The part's range along the axis, checked against the shapes (the liveness may see a graph not verified).
+  const auto ax = static_cast<size_t>(axis);
+  auto fits = [&](const TensorType& part, int64_t from) {
+    Shape expect = whole.shape;
+    expect[ax] = part.rank() == rank ? part.shape[ax] : -1;
+    return part.dtype == whole.dtype && part.shape == expect && from >= 0 && from + expect[ax] <= whole.shape[ax];
+  };
+  int64_t start = 0;
+  if (!concat) {
+    start = node.attrs.get_int("start", 0);
+    return fits(g.value(node.outputs[0]).type, start) ? start * inner : -1;
+  }
+  int64_t at = 0;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const TensorType& t = g.value(node.inputs[i]).type;
+    if (!fits(t, at)) return -1;
+    if (i == k) start = at;
+    at += t.shape[ax];
+  }
+  return at == whole.shape[ax] ? start * inner : -1;
+}
 
 Result<Liveness> compute_liveness(const Graph& g, std::span<const int64_t> workspace_bytes, bool reuse) {
   LMS_TRY_VOID(check_schedule_order(g));
@@ -108,6 +216,7 @@ Result<Liveness> compute_liveness(const Graph& g, std::span<const int64_t> works
   }
   for (ValueId v : g.outputs()) lv.buffers[lv.buffer_of_value[v.v]].last = end;
   if (reuse) reuse_buffers(g, lv);
+  else lv.offset_of_value.assign(g.num_values(), 0);
 
   lv.workspace_of_node.assign(g.num_nodes(), -1);
   for (size_t i = 0; i < workspace_bytes.size(); ++i) {

@@ -34,6 +34,23 @@
 // buffer a copy reads (never written over) is not shared. Then one buffer over the union of the two lives is
 // never larger, at any position, than the two buffers were. The cpu backend keeps a view's input in the plain
 // layout (backends/cpu/dnnl_layouts.cc). Undone by `reuse = false`, with buffer reuse.
+//
+// Note [Parts]
+// Where every dimension before the axis is 1 (a batch of one, or axis 0), a concat's input is one contiguous byte
+// range of its output and a slice's output one contiguous range of its input: a part of the whole (part_offset).
+// A buffer may then hold a part at an offset (Liveness::offset_of_value): a concat input that dies at the concat
+// is written by its producer directly in its place in the output (the concat copies only the other inputs: a 3D
+// U-Net's upsampled decoder features at batch 1, whose concat sets its hard minimum), and a slice's output is a
+// view of its range of the input (that concat's gradient, split in two). The conditions are those of a view (both
+// device buffers, not persistent, no copy reads either, neither a graph output, the same dtype; but a concat's
+// output may be read by a copy: a swap-out reads the whole after the concat), and: the concat input fills a
+// buffer of its own whose first writer runs on the compute stream, like the concat (so every write into the
+// joined buffer is ordered by that stream after the waits the Program places on the first); and the join does
+// not raise the live bytes anywhere above those at the op's position before it (the whole's buffer now lives
+// from the concat input's producer on, or to the slice output's last reader: the first slice of a long-lived
+// gradient would hold the whole to its end). Every backend's concat skips an input already in place and its
+// slice a range onto itself, and the cpu backend keeps parts plain (backends/cpu/dnnl_layouts.cc). Undone by
+// `reuse = false`, with buffer reuse.
 #pragma once
 
 #include <cstdint>
@@ -63,10 +80,12 @@ struct Liveness {
   std::vector<BufferLife> buffers;       // one per storage root that does not reuse another's buffer, in root
                                          // value-id order, then the workspaces
   std::vector<int32_t> buffer_of_value;  // index into `buffers`, by ValueId (every value has one)
+  std::vector<int64_t> offset_of_value;  // bytes from its buffer's start, by ValueId (Note [Parts]; else 0)
   std::vector<int32_t> workspace_of_node;  // index into `buffers`, by NodeId; -1: the node needs no workspace
   int num_positions = 0;                 // the graph's node count
-  int reused = 0;                        // outputs written over the buffer of an input (Note [Buffer reuse]) or
-                                         // sharing it as a view (Note [Views])
+  int reused = 0;                        // outputs written over the buffer of an input (Note [Buffer reuse]),
+                                         // sharing it as a view (Note [Views]), or parts placed in their whole's
+                                         // buffer (Note [Parts])
 
   const BufferLife& of(ValueId v) const { return buffers[buffer_of_value[v.v]]; }
 };
@@ -74,9 +93,14 @@ struct Liveness {
 // Precondition checked: node-id order is a valid schedule (check_schedule_order); the error names the node.
 // `workspace_bytes` (by NodeId; empty: none) adds a workspace buffer after the value buffers for every node
 // with a positive entry; its size must match the node count. `reuse`: outputs take their input's buffer where
-// Note [Buffer reuse] and Note [Views] allow (false: every storage root has a buffer of its own).
+// Note [Buffer reuse], Note [Views] and Note [Parts] allow (false: every storage root has a buffer of its own).
 Result<Liveness> compute_liveness(const Graph& scheduled, std::span<const int64_t> workspace_bytes = {},
                                   bool reuse = true);
+
+// Note [Parts]: the byte offset of input k of concat node `n` inside its output, or of slice node `n`'s output
+// inside its input (k = 0), when that part is one contiguous byte range; -1 otherwise (another op, or a dimension
+// before the axis is not 1).
+int64_t part_offset(const Graph& g, NodeId n, size_t k = 0);
 
 // Bytes of `placement` buffers live at each position.
 std::vector<int64_t> live_bytes(const Liveness& lv, Placement placement);

@@ -26,6 +26,7 @@ Result<MemoryPlan> plan_memory_unchecked(const Graph& g, const PlanOptions& opts
   plan.num_positions = lv.num_positions;
   plan.assignment = assignment;
   plan.buffer_of_value = lv.buffer_of_value;
+  plan.offset_of_value = lv.offset_of_value;
   plan.workspace_of_node = lv.workspace_of_node;
   plan.reused_buffers = lv.reused;
   plan.buffers.reserve(lv.buffers.size());

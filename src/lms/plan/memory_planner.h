@@ -30,13 +30,14 @@ struct PlanOptions {
   std::vector<int64_t> workspace_bytes = {};   // scratch bytes each node's kernel needs, by NodeId of the
                                                // scheduled graph (Backend::workspace_bytes); empty: none
   bool reuse_buffers = true;                   // an op that may write over an input takes its buffer, and a
-                                               // view shares it, where Note [Buffer reuse] and Note [Views]
-                                               // (plan/liveness.h) allow
+                                               // view shares it, where Notes [Buffer reuse], [Views] and
+                                               // [Parts] (plan/liveness.h) allow
 };
 
 struct MemoryPlan {
   std::vector<PlannedBuffer> buffers;      // one per storage root, in root value-id order
   std::vector<int32_t> buffer_of_value;    // index into `buffers`, by ValueId
+  std::vector<int64_t> offset_of_value;    // bytes from its buffer's offset, by ValueId (Note [Parts]; else 0)
   std::vector<int32_t> workspace_of_node;  // index into `buffers`, by NodeId; -1: no workspace
   int num_positions = 0;                   // schedule length
 
@@ -51,7 +52,8 @@ struct MemoryPlan {
   int peak_position = -1;                  // first position where live device bytes reach the lower bound
   int64_t peak_transient_bytes = 0;        // non-persistent device bytes live there
   int reused_buffers = 0;                  // outputs written over the buffer of an input they read last, or
-                                           // views sharing it (Notes [Buffer reuse], [Views], plan/liveness.h)
+                                           // views sharing it, or parts in their whole's buffer (Notes [Buffer
+                                           // reuse], [Views], [Parts], plan/liveness.h)
   int64_t budget_bytes = kUnlimitedBytes;  // the budget it was planned for
   Assignment assignment = kDefaultAssignment;  // the algorithm that placed it
 

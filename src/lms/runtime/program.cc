@@ -18,7 +18,8 @@ std::string_view stream_name(StreamId s) {
 
 Location Program::location(ValueId v) const {
   const PlannedBuffer& b = memory_.of(v);
-  return Location{b.life.placement, b.offset, graph_.value(v).type.bytes()};
+  const int64_t within = memory_.offset_of_value.empty() ? 0 : memory_.offset_of_value[v.v];  // Note [Parts]
+  return Location{b.life.placement, b.offset + within, graph_.value(v).type.bytes()};
 }
 
 std::optional<Location> Program::workspace(NodeId n) const {
@@ -96,6 +97,9 @@ Result<Program> build_program(Graph g, MemoryPlan plan) {
     return fail("build_program: the memory plan ({} values, {} positions) was not made for this graph ({} values, "
                 "{} nodes)",
                 plan.buffer_of_value.size(), plan.num_positions, g.num_values(), g.num_nodes());
+  if (!plan.offset_of_value.empty() && plan.offset_of_value.size() != g.num_values())
+    return fail("build_program: the memory plan places {} values at offsets, the graph has {}",
+                plan.offset_of_value.size(), g.num_values());
   LMS_TRY_VOID(check_schedule_order(g));
   g.set_scheduled(true);
 

@@ -56,15 +56,23 @@ Result<TimeSimResult> simulate_time(const Graph& g, std::span<const double> seco
 Result<TimeSimResult> simulate_time(const Graph& g, const DeviceModel& model, const MeasuredTimes* measured,
                                     const MemoryPlan* plan) {
   std::vector<double> seconds = op_times(g, model, measured);
-  // A view given its input's buffer (a reshape; Note [Views]) takes no time on the roofline: every backend
-  // skips a copy onto itself. A measured time is kept (it has the backend's per-node overhead).
+  // A view given its input's buffer (a reshape, Note [Views]; a slice, Note [Parts]) takes no time on the
+  // roofline: every backend skips a copy onto itself; a concat copies only the inputs not already in place. A
+  // measured time is kept (it has the backend's per-node overhead).
   if (plan && plan->buffer_of_value.size() == g.num_values())
     for (NodeId n : g.node_ids()) {
       const Node& node = g.node(n);
-      const int k = g.def(n).view_input;
-      if (k < 0 || k >= static_cast<int>(node.inputs.size()) || node.outputs.size() != 1) continue;
-      if (measured && measured_entry(g, node, *measured)) continue;
-      if (plan->buffer_of_value[node.inputs[static_cast<size_t>(k)].v] == plan->buffer_of_value[node.outputs[0].v])
+      if (node.outputs.size() != 1 || (measured && measured_entry(g, node, *measured))) continue;
+      auto shared = [&](ValueId in) { return plan->buffer_of_value[in.v] == plan->buffer_of_value[node.outputs[0].v]; };
+      if (node.op == Op::concat) {
+        const int64_t total = g.value(node.outputs[0]).type.bytes();
+        int64_t copied = 0;
+        for (ValueId in : node.inputs) copied += shared(in) ? 0 : g.value(in).type.bytes();
+        if (total > 0) seconds[n.v] *= static_cast<double>(copied) / static_cast<double>(total);
+        continue;
+      }
+      const int k = node.op == Op::slice ? 0 : g.def(n).view_input;
+      if (k >= 0 && k < static_cast<int>(node.inputs.size()) && shared(node.inputs[static_cast<size_t>(k)]))
         seconds[n.v] = 0;
     }
   return simulate_time(g, seconds, plan);

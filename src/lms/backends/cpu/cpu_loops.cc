@@ -125,7 +125,8 @@ KernelPtr concat(DnnlContext& ctx, const KernelCall& call) {
     std::byte* dst = py;
     for (int64_t o = 0; o < outer; ++o)
       for (size_t t = 0; t < blocks.size(); ++t) {  // each input's block of this outer index, in input order
-        std::memcpy(dst, ins[t] + static_cast<size_t>(o) * blocks[t], blocks[t]);
+        const std::byte* from = ins[t] + static_cast<size_t>(o) * blocks[t];
+        if (from != dst) std::memcpy(dst, from, blocks[t]);  // else in place (Note [Parts], plan/liveness.h)
         dst += blocks[t];
       }
     return {};
@@ -153,6 +154,7 @@ KernelPtr slice(DnnlContext& ctx, const KernelCall& call, bool grad) {
   const std::byte* src = in_bytes(call, 0);
   std::byte* dst = out_bytes(call, 0);
   return loop_kernel(ctx, [=]() -> Result<void> {
+    if (!grad && src + skip == dst) return {};  // a view of its range (Note [Parts], plan/liveness.h)
     if (grad) std::memset(dst, 0, big_block * static_cast<size_t>(outer));  // all-zero bytes are 0 in every dtype
     for (int64_t o = 0; o < outer; ++o) {
       const auto ou = static_cast<size_t>(o);

@@ -10,12 +10,12 @@
 //     same-shape input that is blocked (these ops work element by element, or per channel in oneDNN's batch
 //     norm, in any layout);
 // and only if it is f32 of rank 4 or 5, not persistent, not a graph output (the executor reads those as plain
-// bytes), not read by a view (a reshape: Note [Views] in plan/liveness.h) or by copies feeding one, and the
-// blocked layout is exactly as large as the plain one (channels a multiple of the block: padding would change
-// the value's planned size). Everything else is plain. Each node's kernel reads its inputs in the layouts of
-// wanted_layouts and reorders the others into its workspace first (Note [Layouts at a node], dnnl_kernels.cc),
-// so any assignment is correct; this one removes the reorders along chains of
-// convolution, batch norm, relu and add, and keeps them where a chain meets a plain-only op (pooling, reshape,
+// bytes), not read by a view (a reshape: Note [Views] in plan/liveness.h; a concat or slice of which it is a part:
+// Note [Parts]) or by copies feeding one, and the blocked layout is exactly as large as the plain one (channels a
+// multiple of the block: padding would change the value's planned size). Everything else is plain. Each node's
+// kernel reads its inputs in the layouts of wanted_layouts and reorders the others into its workspace first (Note
+// [Layouts at a node], dnnl_kernels.cc), so any assignment is correct; this one removes the reorders along chains
+// of convolution, batch norm, relu and add, and keeps them where a chain meets a plain-only op (pooling, reshape,
 // global average pooling, losses).
 // Precondition: the graph is in execution order (scheduled), as Backend::workspace_bytes and prepare receive
 // it; an input produced later in storage order counts as plain when its consumer's output is decided. The
@@ -24,6 +24,7 @@
 // results are bit-identical across plans.
 #include "lms/backends/cpu/dnnl_util.h"
 #include "lms/ops/op.h"
+#include "lms/plan/liveness.h"
 
 namespace lms::cpu {
 
@@ -116,15 +117,19 @@ OperandLayouts wanted_layouts(const KernelCall& call, const OperandLayouts& aren
   return want;
 }
 
-// Values a view may share a buffer with (Note [Views], plan/liveness.h): the input of a view op, and what a
-// copy chain (swap_out, swap_in) feeding one copies. They stay plain: a view of a blocked buffer would read its
-// bytes in the wrong order, and reordering it in place would change them for the other readers.
+// Values a view may share a buffer with (Note [Views], plan/liveness.h): the input of a view op, a slice's input
+// and a concat's inputs where they are parts (Note [Parts]), and what a copy chain (swap_out, swap_in) feeding one
+// copies. They stay plain: a view of a blocked buffer would read its bytes in the wrong order, and reordering it
+// in place would change them for the other readers.
 std::vector<bool> viewed_values(const Graph& g) {
   std::vector<bool> viewed(g.num_values(), false);
   for (size_t i = g.num_nodes(); i-- > 0;) {  // readers after writers: a chain is marked back to its source
-    const Node& node = g.node(NodeId{static_cast<uint32_t>(i)});
+    const NodeId n{static_cast<uint32_t>(i)};
+    const Node& node = g.node(n);
     const int k = op_def(node.op).view_input;
     if (k >= 0 && k < static_cast<int>(node.inputs.size())) viewed[node.inputs[static_cast<size_t>(k)].v] = true;
+    for (size_t p = 0; p < node.inputs.size(); ++p)
+      if (part_offset(g, n, p) >= 0) viewed[node.inputs[p].v] = true;
     if (op_def(node.op).traits.is_copy && node.outputs.size() == 1 && node.inputs.size() == 1 &&
         viewed[node.outputs[0].v])
       viewed[node.inputs[0].v] = true;

@@ -352,9 +352,9 @@ Result<OwnKernel> concat(const Args& a, const Launcher& l) {
     const Shape& s = a.in(t).shape;
     Strided g = LMS_TRY(strided(a, s, reference::strides_of(s), ys));
     std::byte* dst = out_bytes(a, 0) + static_cast<size_t>(at * ys[static_cast<size_t>(axis)]) * size;
-    OwnKernel k = LMS_TRY(strided_copy(a, l, in_bytes(a, t), dst, g, elements(a.in(t))));
-    steps.push_back(std::move(k));
     at += s[static_cast<size_t>(axis)];
+    if (in_bytes(a, t) == dst) continue;  // already in place (Note [Parts], plan/liveness.h)
+    steps.push_back(LMS_TRY(strided_copy(a, l, in_bytes(a, t), dst, g, elements(a.in(t)))));
   }
   return sequence(std::move(steps));
 }
@@ -367,6 +367,7 @@ Result<OwnKernel> slice(const Args& a, const Launcher& l, bool grad) {
   const std::vector<int64_t> ws = reference::strides_of(whole.shape), ps = reference::strides_of(part.shape);
   const auto skip = static_cast<size_t>(a.c.i("start") * ws[static_cast<size_t>(axis)] * dtype_size(whole.dtype));
   if (!grad) {
+    if (in_bytes(a, 0) + skip == out_bytes(a, 0)) return sequence({});  // a view (Note [Parts], plan/liveness.h)
     Strided g = LMS_TRY(strided(a, part.shape, ws, ps));
     return strided_copy(a, l, in_bytes(a, 0) + skip, out_bytes(a, 0), g, elements(part));
   }

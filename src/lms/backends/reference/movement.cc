@@ -97,7 +97,8 @@ Result<void> concat(const Args& a) {
   for (int64_t o = 0; o < s.outer; ++o)
     for (size_t t = 0; t < a.num_inputs(); ++t) {  // each input's block of this outer index, in input order
       const auto block = static_cast<size_t>(a.in(t).shape[axis] * s.inner) * size;
-      std::memcpy(py, in_bytes(a, t) + static_cast<size_t>(o) * block, block);
+      const std::byte* from = in_bytes(a, t) + static_cast<size_t>(o) * block;
+      if (from != py) std::memcpy(py, from, block);  // else already in place (Note [Parts], plan/liveness.h)
       py += block;
     }
   return {};
@@ -117,6 +118,7 @@ Result<void> slice(const Args& a) {
   const auto in_block = static_cast<size_t>(s.dim * s.inner) * size;
   const auto out_block = static_cast<size_t>((end - start) * s.inner) * size;
   const auto skip = static_cast<size_t>(start * s.inner) * size;
+  if (in_bytes(a, 0) + skip == out_bytes(a, 0)) return {};  // a view of its range (Note [Parts], plan/liveness.h)
   for (int64_t o = 0; o < s.outer; ++o)
     std::memcpy(out_bytes(a, 0) + static_cast<size_t>(o) * out_block,
                 in_bytes(a, 0) + static_cast<size_t>(o) * in_block + skip, out_block);
