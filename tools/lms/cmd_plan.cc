@@ -132,7 +132,8 @@ void print_plan(const std::string& graph, const Plan& p, const std::optional<Pre
              format_size(p.memory.min_budget_bytes), format_size(p.memory.persistent_bytes),
              largest_op(p.graph, p.memory));
   if (p.memory.reused_buffers > 0)
-    fmt::print("  buffer reuse    {} outputs written over the buffer of an input they read last or viewing it\n",
+    fmt::print("  buffer reuse    {} outputs written over the buffer of an input they read last or viewing it, "
+               "or parts in place\n",
                p.memory.reused_buffers);
   if (p.tflms) {  // the graph was rewritten
     fmt::print("  swapped         {} tensors: {} out, {} in per step; host memory {}\n", p.swapped_tensors,
