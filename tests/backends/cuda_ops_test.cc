@@ -135,6 +135,40 @@ std::vector<OpCase> own_reusing_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaOwnKernelsOverTheirInput, ::testing::ValuesIn(own_reusing_cases()), test_name);
 
+// Note [Parts] (plan/liveness.h): a concat whose second input already lies in its place in the output (which the
+// kernels do not copy), and a slice whose output is its range of the input (a view: nothing to copy), give the bits
+// of separate buffers, with the own kernels on the host and with the reference kernels.
+TEST(CudaOwnKernelsOnHost, ConcatAndSlicePartsInPlace) {
+  const TensorType half{DType::f32, {1, 2, 3}}, whole{DType::f32, {1, 4, 3}};
+  std::vector<float> a(6), out(12, -1.0f), want(12);
+  std::iota(a.begin(), a.end(), 1.0f);
+  std::iota(want.begin(), want.end(), 1.0f);
+  const Attributes concat_attrs = *normalize_attrs(op_def(Op::concat), attrs({{"axis", int64_t{1}}}));
+  const Attributes slice_attrs =
+      *normalize_attrs(op_def(Op::slice), attrs({{"axis", int64_t{1}}, {"start", int64_t{2}}, {"end", int64_t{4}}}));
+  int32_t status = cuda::kStatusOk;
+  const cuda::Launcher host{true, nullptr, &status};
+  using Run = std::function<Result<void>(const KernelCall&)>;
+  const Run own = [&](const KernelCall& call) -> Result<void> {
+    std::optional<cuda::OwnKernel> k = LMS_TRY(cuda::prepare_own_kernel(call, host));
+    if (!k) return fail("not an own kernel");
+    return (*k)();
+  };
+  for (const auto& [name, run] : {std::pair<const char*, Run>{"own", own}, {"reference", run_reference_kernel}}) {
+    std::fill(out.begin(), out.end(), -1.0f);
+    std::copy(want.begin() + 6, want.end(), out.begin() + 6);  // the producer wrote it in its place
+    const std::vector<TensorRef> ins = {{&half, a.data()}, {&half, out.data() + 6}};
+    const std::vector<TensorRef> outs = {{&whole, out.data()}};
+    ASSERT_TRUE(run(KernelCall{Op::concat, &concat_attrs, ins, outs, nullptr, 0}).has_value()) << name;
+    EXPECT_EQ(out, want) << name;
+    const std::vector<TensorRef> viewed = {{&half, out.data() + 6}};
+    const std::vector<TensorRef> from = {{&whole, out.data()}};
+    ASSERT_TRUE(run(KernelCall{Op::slice, &slice_attrs, from, viewed, nullptr, 0}).has_value()) << name;
+    EXPECT_EQ(out, want) << name;
+  }
+  EXPECT_EQ(status, cuda::kStatusOk);
+}
+
 // cuBLAS is loaded at run time, not linked (cublas_api.h): on a machine that built the cuda backend the library
 // is found and every entry point the backend calls resolves, GPU or not.
 TEST(CudaCublas, LoadsAtRunTimeWithEveryEntryPoint) {
