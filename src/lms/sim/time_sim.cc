@@ -63,11 +63,17 @@ Result<TimeSimResult> simulate_time(const Graph& g, const DeviceModel& model, co
     for (NodeId n : g.node_ids()) {
       const Node& node = g.node(n);
       if (node.outputs.size() != 1 || (measured && measured_entry(g, node, *measured))) continue;
-      auto shared = [&](ValueId in) { return plan->buffer_of_value[in.v] == plan->buffer_of_value[node.outputs[0].v]; };
-      if (node.op == Op::concat) {
-        const int64_t total = g.value(node.outputs[0]).type.bytes();
+      const ValueId out = node.outputs[0];
+      auto shared = [&](ValueId in) { return plan->buffer_of_value[in.v] == plan->buffer_of_value[out.v]; };
+      auto offset = [&](ValueId v) { return plan->offset_of_value.empty() ? 0 : plan->offset_of_value[v.v]; };
+      if (node.op == Op::concat) {  // an input in place: in the output's buffer where its part begins
+        const int64_t total = g.value(out).type.bytes();
         int64_t copied = 0;
-        for (ValueId in : node.inputs) copied += shared(in) ? 0 : g.value(in).type.bytes();
+        for (size_t k = 0; k < node.inputs.size(); ++k) {
+          const ValueId in = node.inputs[k];
+          const bool in_place = shared(in) && offset(in) == offset(out) + part_offset(g, n, k);
+          copied += in_place ? 0 : g.value(in).type.bytes();
+        }
         if (total > 0) seconds[n.v] *= static_cast<double>(copied) / static_cast<double>(total);
         continue;
       }
