@@ -9,12 +9,14 @@ namespace lms {
 
 namespace {
 
-// The device bytes live at each position, counting the buffers no other has joined (for Note [Parts]' check).
-std::vector<int64_t> live_device_bytes(const Liveness& lv, const std::vector<int32_t>& joined) {
+// Bytes of `placement` buffers live at each position, over the buffers `counted` keeps (by index).
+template <class Keep>
+std::vector<int64_t> live_of(const Liveness& lv, Placement placement, Keep counted) {
+  // A difference array over positions: +bytes at first, -bytes after last.
   std::vector<int64_t> delta(static_cast<size_t>(lv.num_positions) + 1, 0), live(lv.num_positions, 0);
   for (size_t b = 0; b < lv.buffers.size(); ++b) {
     const BufferLife& life = lv.buffers[b];
-    if (joined[b] != static_cast<int32_t>(b) || life.placement != Placement::device) continue;
+    if (life.placement != placement || lv.num_positions == 0 || !counted(b)) continue;
     delta[life.first] += life.bytes;
     delta[life.last + 1] -= life.bytes;
   }
@@ -49,7 +51,9 @@ void reuse_buffers(const Graph& g, Liveness& lv) {
   // positions [from, to].
   auto no_higher = [&](int pos, int from, int to, int64_t extra) {
     if (from > to) return true;
-    const std::vector<int64_t> live = live_device_bytes(lv, joined);
+    // The device bytes live now, counting the buffers no other has joined.
+    const std::vector<int64_t> live =
+        live_of(lv, Placement::device, [&](size_t b) { return joined[b] == static_cast<int32_t>(b); });
     const int64_t most = *std::max_element(live.begin() + from, live.begin() + to + 1);
     return most + extra <= live[pos];
   };
@@ -234,17 +238,7 @@ Result<Liveness> compute_liveness(const Graph& g, std::span<const int64_t> works
 }
 
 std::vector<int64_t> live_bytes(const Liveness& lv, Placement placement) {
-  // A difference array over positions: +bytes at first, -bytes after last.
-  std::vector<int64_t> delta(static_cast<size_t>(lv.num_positions) + 1, 0);
-  for (const BufferLife& b : lv.buffers) {
-    if (b.placement != placement || lv.num_positions == 0) continue;
-    delta[b.first] += b.bytes;
-    delta[b.last + 1] -= b.bytes;
-  }
-  std::vector<int64_t> live(lv.num_positions, 0);
-  int64_t sum = 0;
-  for (int t = 0; t < lv.num_positions; ++t) live[t] = sum += delta[t];
-  return live;
+  return live_of(lv, placement, [](size_t) { return true; });
 }
 
 }  // namespace lms
