@@ -2,7 +2,9 @@
 // liveness are worked out below: a late prefetch moves back to the last node ending by its latest start, no
 // further than the exact live bytes allow, never before its earliest position, and one that is early enough
 // stays; prefetches on one queue get latest starts that meet every deadline; deadlines are when the readers could
-// start, and a trigger past the first late reader (a clone) counts from where the prefetch is.
+// start, and a trigger past the first late reader (a clone) counts from where the prefetch is. The prefetch delay:
+// prefetches live and unread where a plan is over its budget move after those positions, the least urgent first,
+// never past their first reader.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -172,6 +174,64 @@ TEST(PrefetchAdvance, CopiesQueuedForOneDeadlineStartOneAfterTheOther) {
   EXPECT_EQ(slots[1].trigger, 4);
   // Then: a.in after %h [3,4], c [3,4], b.in after %c [4,5], d [4,5], e [5,6], f [6,7], g [7,8].
   EXPECT_EQ(plan(kBoth, {{"a", "h"}, {"b", "c"}}).sim.step_seconds, 8.0);
+}
+
+// %b is read again by %d, the widest op of the backward pass. Scheduled x0 a1 b2 c3 d4 e5 f6.
+constexpr std::string_view kWide = R"(graph g {
+  %x = input() : f32[16]
+  %a = relu(%x) : f32[16] #fwd
+  %b = relu(%a) : f32[16] #fwd
+  %c = relu(%b) : f32[16] #bwd
+  %d = add(%c, %b) : f32[16] #bwd
+  %e = relu(%d) : f32[16] #bwd
+  %f = add(%e, %a) : f32[16] #bwd
+}
+)";
+
+// Prefetched after %b: x0 a1 a.out2 b3 a.in4 c5 d6 e7 f8. Live: b, a.in, c at 5; b, a.in, c, d at 6 (4 tensors);
+// a.in, d, e at 7; a.in, e, f at 8. Under 3 tensors, position 6 is over and a.in unread there: it moves after %d
+// (rewritten position 6, scheduled 4), and the plan is 3 tensors.
+TEST(PrefetchDelay, MovesAPrefetchUnreadWhereThePlanIsOverItsBudgetAfterThatPosition) {
+  const Planned p = plan(kWide, {{"a", "b"}});
+  ASSERT_EQ(p.memory.device_arena_bytes, 4 * kT);
+  std::vector<PrefetchSlot> slots{slot(p, "a", 2, 2)};
+  EXPECT_TRUE(delay_prefetches(p.scheduled, p.rewritten, p.memory, {3 * kT, 0.1}, slots));
+  EXPECT_EQ(slots[0].trigger, 4);  // %d
+  EXPECT_EQ(plan(kWide, {{"a", "d"}}).memory.device_arena_bytes, 3 * kT);
+}
+
+// Under 2 tensors every position from 5 on is over: the prefetch moves as late as its reader allows (after %e,
+// right before %f), and no further: %f's own working set is 3 tensors, which no delay changes.
+TEST(PrefetchDelay, NeverPastTheFirstReader) {
+  const Planned p = plan(kWide, {{"a", "b"}});
+  std::vector<PrefetchSlot> slots{slot(p, "a", 2, 2)};
+  EXPECT_TRUE(delay_prefetches(p.scheduled, p.rewritten, p.memory, {2 * kT, 0.1}, slots));
+  EXPECT_EQ(slots[0].trigger, 5);  // %e
+  slots = {slot(p, "a", 2, 5)};
+  const Planned late = plan(kWide, {{"a", "e"}});
+  EXPECT_FALSE(delay_prefetches(late.scheduled, late.rewritten, late.memory, {2 * kT, 0.1}, slots));
+  EXPECT_EQ(slots[0].trigger, 5);
+}
+
+// A plan within its budget moves nothing.
+TEST(PrefetchDelay, NothingWhereThePlanFits) {
+  const Planned p = plan(kWide, {{"a", "b"}});
+  std::vector<PrefetchSlot> slots{slot(p, "a", 2, 2)};
+  EXPECT_FALSE(delay_prefetches(p.scheduled, p.rewritten, p.memory, {4 * kT, 0.1}, slots));
+  EXPECT_EQ(slots[0].trigger, 2);
+}
+
+// Both prefetched after %h: x0 a1 a.out2 b3 b.out4 h5 a.in6 b.in7 c8 d9 e10 f11 g12; 4 tensors live at 8 to 11.
+// Under 3, one delay suffices at each: %a's, read last (by %g, at 12), moves there position by position, to
+// follow %f; %b's, needed first, stays.
+TEST(PrefetchDelay, TheLeastUrgentMovesFirst) {
+  const Planned p = plan(kTwo, {{"a", "h"}, {"b", "h"}});
+  ASSERT_EQ(p.memory.device_arena_bytes, 4 * kT);
+  std::vector<PrefetchSlot> slots{slot(p, "a", 2, 3), slot(p, "b", 3, 3)};
+  EXPECT_TRUE(delay_prefetches(p.scheduled, p.rewritten, p.memory, {3 * kT, 0.1}, slots));
+  EXPECT_EQ(slots[0].trigger, 7);  // a: %f
+  EXPECT_EQ(slots[1].trigger, 3);  // b: %h
+  EXPECT_EQ(plan(kTwo, {{"a", "f"}, {"b", "h"}}).memory.device_arena_bytes, 3 * kT);
 }
 
 }  // namespace

@@ -176,8 +176,8 @@ void print_auto_round(std::string_view schedule, const AutoRound& r) {
   std::string greedy(r.greedy);
   if (r.reuse_estimate) greedy += " reuse";
   if (r.pinned > 0) greedy += fmt::format(" +{} pinned", r.pinned);
-  const std::string result =
-      r.fits ? fmt::format("fits, {:.4g} s", r.step_seconds) : std::string("too big");
+  std::string result = r.fits ? fmt::format("fits, {:.4g} s", r.step_seconds) : std::string("too big");
+  if (r.delayed_bytes > 0) result += fmt::format(", {} with prefetches delayed", format_size(r.delayed_bytes));
   const std::string planned_at = r.planned_at.empty() ? std::string() : " at " + r.planned_at;
   fmt::print(stderr, "  auto {:<11} {:<17} round {}: target {}, estimate {}{} at {}, planned {}{}: {} ({} swapped, {} "
              "recomputed)\n", schedule, greedy, r.round, format_size(r.target_bytes), format_size(r.estimate_bytes),

@@ -58,7 +58,6 @@
 #include "lms/ir/verifier.h"
 #include "lms/plan/auto/candidates.h"
 #include "lms/plan/auto/parallel.h"
-#include "lms/plan/auto/prefetch_advance.h"
 #include "lms/plan/auto/realize.h"
 #include "lms/plan/liveness.h"
 #include "lms/plan/schedule.h"
@@ -472,32 +471,6 @@ int most_waited_for_swap(const Graph& scheduled, const std::vector<Candidate>& c
   return best;
 }
 
-// The plan `r` of the greedy's choices `cands` with its prefetches started earlier where its exact plan has room
-// (Note [Prefetch advance]), when that fits and is predicted faster; else `r` as it is.
-Result<bool> advance(const Graph& scheduled, std::vector<Candidate>& cands, AutoResult& r, const ExactPlanner& exact,
-                     const AutoOptions& o) {
-  std::vector<PrefetchSlot> slots;
-  std::vector<size_t> of_slot;  // index into cands
-  for (size_t i = 0; i < cands.size(); ++i)
-    if (cands[i].state == State::swap) {
-      const Candidate& c = cands[i];
-      slots.push_back({c.value, c.bytes, std::max(c.hold, c.fwd_end), c.trigger});
-      of_slot.push_back(i);
-    }
-  if (!advance_prefetches(scheduled, r.graph, r.memory, r.sim, {o.budget_bytes, o.prefetch_margin}, slots))
-    return false;
-  std::vector<Candidate> moved = cands;
-  for (size_t k = 0; k < slots.size(); ++k) moved[of_slot[k]].trigger = slots[k].trigger;
-  AutoResult advanced = LMS_TRY(realize(scheduled, moved, exact, o, /*search=*/false));
-  if (advanced.fits && advanced.sim.step_seconds < r.sim.step_seconds) {
-    advanced.rounds = r.rounds;
-    r = std::move(advanced);
-    cands = std::move(moved);
-    return true;
-  }
-  return false;
-}
-
 // One greedy mix with retries: the greedy to a target, the rewrite, the exact plan; a plan over the budget
 // lowers the target by its excess (and a step) and tries again, until it fits, the greedy cannot reach its
 // target, or max_rounds. When no round fits, the closest (better_plan) comes back.
@@ -510,6 +483,8 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
                             std::vector<Candidate>* chosen = nullptr) {
   AutoResult best;
   std::optional<AutoResult> best_fit;  // the fastest round that fitted (Note [Auto slack])
+  std::optional<AutoResult> delayed_fit;  // the fastest round that fitted with prefetches delayed (Note [Prefetch
+  std::vector<Candidate> delayed_chosen;  // delay]), and its choices
   std::vector<std::tuple<State, int, int, int, double>> fit_decisions;
   int64_t target = o.budget_bytes, reached_target = -1;
   int rounds = 0;
@@ -532,7 +507,20 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
     }
     const bool reached = greedy.run(target);
     auto now = decisions(cands);
-    AutoResult r = now == last_decisions ? last : LMS_TRY(realize(scheduled, cands, exact, o));
+    const bool repeated = now == last_decisions;
+    AutoResult r = repeated ? last : LMS_TRY(realize(scheduled, cands, exact, o));
+    // Over the budget: the same choices with prefetches delayed, a plan of its own beside the retries (Note
+    // [Prefetch delay]).
+    int64_t delayed_bytes = 0;
+    if (!repeated && !r.fits) {
+      std::vector<Candidate> later = cands;
+      std::optional<AutoResult> d = LMS_TRY(realize_delayed(scheduled, later, r, exact, o));
+      if (d) delayed_bytes = d->memory.device_arena_bytes;
+      if (d && d->fits && (!delayed_fit || d->sim.step_seconds < delayed_fit->sim.step_seconds)) {
+        delayed_fit = std::move(d);
+        delayed_chosen = std::move(later);
+      }
+    }
     // A plan that fits: the same choices with holds, full length, else half length, when that fits and is
     // faster (Note [Auto holds]). Replaces `plan` and leaves the greedy's state as that plan's.
     auto with_holds = [&](AutoResult& plan) -> Result<void> {
@@ -584,8 +572,9 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
           .planned_bytes = r.memory.device_arena_bytes,
           .planned_at = r.fits || r.memory.peak_position < 0 ? "" : at(r.graph, r.memory.peak_position),
           .fits = r.fits, .step_seconds = r.sim.step_seconds, .swaps = static_cast<int>(swaps),
-          .recomputations = static_cast<int>(std::ssize(r.choices) - swaps)});
+          .recomputations = static_cast<int>(std::ssize(r.choices) - swaps), .delayed_bytes = delayed_bytes});
     }
+    if (o.fits_only && delayed_fit) break;
     if (r.fits) {
       // Note [Auto slack]: room left under the budget goes back to the greedy as a higher target, while rounds
       // last and each fits; the fastest is kept.
@@ -635,6 +624,10 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
       if (reached_target < 0 || reached_target - target < o.retry_step * static_cast<double>(o.budget_bytes)) break;
       target = reached_target - (reached_target - target) / 2;
     }
+  }
+  if (delayed_fit && (!best_fit || delayed_fit->sim.step_seconds < best_fit->sim.step_seconds)) {
+    best_fit = std::move(delayed_fit);
+    if (chosen) *chosen = std::move(delayed_chosen);
   }
   if (best_fit) {
     best_fit->rounds = rounds;
@@ -780,7 +773,7 @@ Result<AutoResult> plan_auto(const Graph& scheduled, std::span<const int64_t> wo
   auto advanced = run_auto_tasks<Result<void>>(plans.size(), o, [&](size_t i, const AutoOptions& own) {
     Planned& p = plans[i];
     for (int k = 0; k < own.advance_rounds && p.result.fits; ++k) {
-      auto more = advance(scheduled, p.chosen, p.result, exact, own);
+      auto more = realize_advanced(scheduled, p.chosen, p.result, exact, own);
       if (!more) return Result<void>(std::unexpected(std::move(more.error())));
       if (!*more) break;
     }

@@ -101,6 +101,8 @@ struct AutoRound {
   bool fits = false;            // the exact plan fits the budgets
   double step_seconds = 0;      // its predicted step (when it fits)
   int swaps = 0, recomputations = 0;  // its choices
+  int64_t delayed_bytes = 0;    // when it does not fit: the exact plan's peak with its prefetches delayed (Note
+                                // [Prefetch delay]); 0: no delay lowered it
 };
 
 struct AutoOptions {
@@ -123,6 +125,8 @@ struct AutoOptions {
                                     // its insides cloned again for it alone; Mix::both_segment); 0: none
   int advance_rounds = 3;           // prefetch advances per plan (Note [Prefetch advance]), each from the last
                                     // one's simulation, while they make it faster
+  int delay_rounds = 4;             // prefetch delays per exact plan over the budget (Note [Prefetch delay]),
+                                    // each from the last one's plan, while they lower its peak
   bool fits_only = false;           // stop at the first plan that fits: no more mixes, no refinement, no
                                     // prefetch advance (capacity probes ask whether it fits, not how fast)
   std::function<void(const AutoRound&)> on_round = {};  // after each greedy round's exact plan, in order

@@ -1,4 +1,4 @@
-// Prefetch advance (see prefetch_advance.h).
+// Prefetch advance and delay (see prefetch_advance.h).
 //
 // Note [Prefetch advance]
 // The auto greedy (Note [Auto estimate]) times each prefetch by its own copy on the compute timeline before the
@@ -25,6 +25,19 @@
 // refinement]): the refinement picks its pins by the waits it sees, and on advanced plans, with fewer prefetches
 // waited for, it missed pins that helped (resnet50 at 5x on a 40 TFLOP/s stand-in: 1.098 s against 1.063 s);
 // last, it only ever makes a plan faster.
+//
+// Note [Prefetch delay]
+// The greedy triggers each prefetch by its copy duration, with memory as its estimate sees it; at the edge of
+// capacity the exact plan of its choices can be over the budget at positions where a prefetched value is already
+// on the device but not yet read (unet3d at 336^3 and 16 GiB: the decoder's 9 GiB concatenation came back while
+// the batch norm's backward before its weight gradient held dy and x, 18.7 GiB). The greedy's retries lower the
+// target for the whole plan, which swaps more everywhere; delaying those prefetches is the local repair. So, on
+// the exact plan of a round that does not fit: at each position in order whose live bytes exceed the budget less
+// the plan's fragmentation, the prefetches live there and unread move, the least urgent first (the latest first
+// reader; ties: the later slot), each to follow the first scheduled node at or after that position, until the
+// position is under; a prefetch never moves to or past its first reader (whose own working set no delay
+// changes). Later triggers never add live bytes anywhere. A delayed prefetch may make its reader wait: the caller
+// keeps the delayed plan as one more candidate, judged by the simulation, and goes on with its retries.
 #include "lms/plan/auto/prefetch_advance.h"
 
 #include <algorithm>
@@ -34,16 +47,19 @@
 
 namespace lms {
 
-bool advance_prefetches(const Graph& scheduled, const Graph& rewritten, const MemoryPlan& memory,
-                        const TimeSimResult& sim, const PrefetchAdvanceOptions& opts,
-                        std::vector<PrefetchSlot>& slots) {
-  const Graph& g = rewritten;
-  // Each scheduled node's position in the rewritten graph (by its first output's name; -1: gone).
+namespace {
+
+// Each scheduled node's position in the rewritten graph `g` (by its first output's name; -1: gone).
+std::vector<int> positions_in(const Graph& scheduled, const Graph& g) {
   std::vector<int> in_g(scheduled.num_nodes(), -1);
   for (NodeId n : scheduled.node_ids())
     if (const auto v = g.find_value(scheduled.value(scheduled.first_output(n)).name))
       in_g[n.v] = static_cast<int>(g.value(*v).producer.v);
-  // Exact device bytes live at each position of the rewritten graph (workspaces included).
+  return in_g;
+}
+
+// Exact device bytes live at each position of `g` by its plan (workspaces included).
+std::vector<int64_t> exact_live(const Graph& g, const MemoryPlan& memory) {
   std::vector<int64_t> live(g.num_nodes() + 1, 0);
   for (const PlannedBuffer& b : memory.buffers) {
     if (b.life.placement != Placement::device) continue;
@@ -51,7 +67,32 @@ bool advance_prefetches(const Graph& scheduled, const Graph& rewritten, const Me
     live[static_cast<size_t>(b.life.last) + 1] -= b.life.bytes;
   }
   for (size_t q = 1; q < live.size(); ++q) live[q] += live[q - 1];
-  const int64_t limit = opts.budget_bytes - (memory.device_arena_bytes - memory.lower_bound_bytes);
+  return live;
+}
+
+// The index in `slots` of the value swap_in `n` of `g` fetches; -1: none.
+int slot_of(const Graph& scheduled, const Graph& g, NodeId n, const std::vector<PrefetchSlot>& slots) {
+  const ValueId swapped = g.node(g.value(g.node(n).inputs[0]).producer).inputs[0];
+  const auto v = scheduled.find_value(g.value(swapped).name);
+  if (!v) return -1;
+  const auto slot = std::find_if(slots.begin(), slots.end(), [&](const PrefetchSlot& s) { return s.value == *v; });
+  return slot == slots.end() ? -1 : static_cast<int>(slot - slots.begin());
+}
+
+// The plan's fragmentation: its arena over its liveness bound (what live bytes must stay under the budget by).
+int64_t fragmentation_bytes(const MemoryPlan& memory) {
+  return std::max<int64_t>(0, memory.device_arena_bytes - memory.lower_bound_bytes);
+}
+
+}  // namespace
+
+bool advance_prefetches(const Graph& scheduled, const Graph& rewritten, const MemoryPlan& memory,
+                        const TimeSimResult& sim, const PrefetchAdvanceOptions& opts,
+                        std::vector<PrefetchSlot>& slots) {
+  const Graph& g = rewritten;
+  const std::vector<int> in_g = positions_in(scheduled, g);
+  std::vector<int64_t> live = exact_live(g, memory);
+  const int64_t limit = opts.budget_bytes - fragmentation_bytes(memory);
 
   // When each compute node could start were it not waiting for a copy: the end of the compute node before it.
   std::vector<double> ready(g.num_nodes(), 0);
@@ -71,18 +112,15 @@ bool advance_prefetches(const Graph& scheduled, const Graph& rewritten, const Me
   std::vector<Prefetch> prefetches;
   for (NodeId n : g.node_ids()) {
     if (g.node(n).op != Op::swap_in) continue;
-    const ValueId swapped = g.node(g.value(g.node(n).inputs[0]).producer).inputs[0];
-    const auto v = scheduled.find_value(g.value(swapped).name);
-    if (!v) continue;
-    const auto slot = std::find_if(slots.begin(), slots.end(), [&](const PrefetchSlot& s) { return s.value == *v; });
-    if (slot == slots.end()) continue;
+    const int slot = slot_of(scheduled, g, n, slots);
+    if (slot < 0) continue;
     double deadline = sim.step_seconds;
     for (NodeId c : g.value(g.node(n).outputs[0]).consumers) deadline = std::min(deadline, ready[c.v]);
     const double seconds = sim.end[n.v] - sim.start[n.v];
     int trigger = static_cast<int>(n.v) - 1;
     while (trigger > 0 && g.def(NodeId{static_cast<uint32_t>(trigger)}).traits.is_copy) --trigger;
     prefetches.push_back(
-        {static_cast<size_t>(slot - slots.begin()), deadline - seconds * opts.margin, seconds, 0, trigger});
+        {static_cast<size_t>(slot), deadline - seconds * opts.margin, seconds, 0, trigger});
   }
   // Step 1, latest deadline first (ties: the later slot first, so that the order reverses exactly).
   std::sort(prefetches.begin(), prefetches.end(), [](const Prefetch& a, const Prefetch& b) {
@@ -114,6 +152,51 @@ bool advance_prefetches(const Graph& scheduled, const Graph& rewritten, const Me
     for (int x = lo + 1; x <= old_g; ++x) live[static_cast<size_t>(x)] += s.bytes;
     s.trigger = best;
     moved = true;
+  }
+  return moved;
+}
+
+bool delay_prefetches(const Graph& scheduled, const Graph& rewritten, const MemoryPlan& memory,
+                      const PrefetchAdvanceOptions& opts, std::vector<PrefetchSlot>& slots) {
+  const Graph& g = rewritten;
+  const std::vector<int> in_g = positions_in(scheduled, g);
+  std::vector<int64_t> live = exact_live(g, memory);
+  const int64_t limit = opts.budget_bytes - fragmentation_bytes(memory);
+  // Each prefetch: where its swap_in is and where its first reader is.
+  struct Prefetch {
+    size_t slot;
+    int at, first;
+  };
+  std::vector<Prefetch> prefetches;
+  for (NodeId n : g.node_ids()) {
+    if (g.node(n).op != Op::swap_in) continue;
+    const int slot = slot_of(scheduled, g, n, slots);
+    if (slot < 0) continue;
+    int first = static_cast<int>(g.num_nodes());
+    for (NodeId c : g.value(g.node(n).outputs[0]).consumers) first = std::min(first, static_cast<int>(c.v));
+    prefetches.push_back({static_cast<size_t>(slot), static_cast<int>(n.v), first});
+  }
+  // Least urgent first: the latest first reader (ties: the later slot).
+  std::sort(prefetches.begin(), prefetches.end(), [](const Prefetch& a, const Prefetch& b) {
+    return std::pair{a.first, a.slot} > std::pair{b.first, b.slot};
+  });
+  bool moved = false;
+  for (int q = 0; q < static_cast<int>(g.num_nodes()); ++q) {
+    for (Prefetch& p : prefetches) {
+      if (live[static_cast<size_t>(q)] <= limit) break;
+      if (p.at > q || p.first <= q) continue;  // not live and unread at q
+      // The first scheduled node at or after q (and before the first reader): the prefetch follows it.
+      PrefetchSlot& s = slots[p.slot];
+      int t = std::max(s.trigger, 0);
+      while (t < static_cast<int>(in_g.size()) && in_g[static_cast<size_t>(t)] < q) ++t;
+      if (t >= static_cast<int>(in_g.size()) || in_g[static_cast<size_t>(t)] >= p.first) continue;
+      const int to = in_g[static_cast<size_t>(t)] + 1;
+      if (to <= p.at) continue;
+      for (int x = p.at; x < to; ++x) live[static_cast<size_t>(x)] -= s.bytes;
+      p.at = to;
+      s.trigger = t;
+      moved = true;
+    }
   }
   return moved;
 }

@@ -6,7 +6,8 @@
 // Precondition: `rewritten` is `scheduled` rewritten by the recompute and swap passes (each scheduled node keeps
 // its first output's name), `memory` and `sim` its exact plan and its simulation. It only proposes triggers; the
 // caller builds, plans and simulates them again and keeps them when they fit and are faster. Undone by keeping
-// the old triggers.
+// the old triggers. Its counterpart for a plan over its budget, the prefetch delay, moves triggers later where
+// prefetched values wait unread at positions over the budget (Note [Prefetch delay]).
 #pragma once
 
 #include <cstdint>
@@ -36,5 +37,12 @@ struct PrefetchAdvanceOptions {
 bool advance_prefetches(const Graph& scheduled, const Graph& rewritten, const MemoryPlan& memory,
                         const TimeSimResult& sim, const PrefetchAdvanceOptions& opts,
                         std::vector<PrefetchSlot>& slots);
+
+// Raises the triggers of `slots` where `memory`, a plan over its budget, has a prefetched value live before its
+// first reader reads it at a position whose live bytes exceed the budget (less the plan's fragmentation): the
+// least urgent first, each to follow the first scheduled node at or after that position (Note [Prefetch
+// delay]); true when any moved. Prefetches whose swap_in `rewritten` lacks stay as they are.
+bool delay_prefetches(const Graph& scheduled, const Graph& rewritten, const MemoryPlan& memory,
+                      const PrefetchAdvanceOptions& opts, std::vector<PrefetchSlot>& slots);
 
 }  // namespace lms

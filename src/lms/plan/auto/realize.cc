@@ -6,6 +6,7 @@
 
 #include "lms/passes/recompute.h"
 #include "lms/passes/swap.h"
+#include "lms/plan/auto/prefetch_advance.h"
 
 namespace lms::autoplan {
 
@@ -61,6 +62,25 @@ Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands,
   return g;
 }
 
+// The chosen swaps' prefetch slots (PrefetchSlot), with the index in `cands` of each.
+std::vector<PrefetchSlot> prefetch_slots(const std::vector<Candidate>& cands, std::vector<size_t>& of_slot) {
+  std::vector<PrefetchSlot> slots;
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].state == State::swap) {
+      const Candidate& c = cands[i];
+      slots.push_back({c.value, c.bytes, std::max(c.hold, c.fwd_end), c.trigger});
+      of_slot.push_back(i);
+    }
+  return slots;
+}
+
+// `cands` with the triggers of `slots` (prefetch_slots' `of_slot` maps them back).
+std::vector<Candidate> with_triggers(std::vector<Candidate> cands, const std::vector<size_t>& of_slot,
+                                     const std::vector<PrefetchSlot>& slots) {
+  for (size_t k = 0; k < slots.size(); ++k) cands[of_slot[k]].trigger = slots[k].trigger;
+  return cands;
+}
+
 }  // namespace
 
 Result<AutoResult> realize(const Graph& scheduled, const std::vector<Candidate>& cands, const ExactPlanner& exact,
@@ -89,6 +109,42 @@ Result<AutoResult> realize(const Graph& scheduled, const std::vector<Candidate>&
   r.sim = LMS_TRY(simulate_time(r.graph, o.device, o.measured.empty() ? nullptr : &o.measured, &r.memory));
   r.fits = r.memory.device_arena_bytes <= o.budget_bytes && r.memory.host_arena_bytes <= o.host_budget_bytes;
   return r;
+}
+
+Result<bool> realize_advanced(const Graph& scheduled, std::vector<Candidate>& cands, AutoResult& r,
+                              const ExactPlanner& exact, const AutoOptions& o) {
+  std::vector<size_t> of_slot;  // index into cands
+  std::vector<PrefetchSlot> slots = prefetch_slots(cands, of_slot);
+  if (!advance_prefetches(scheduled, r.graph, r.memory, r.sim, {o.budget_bytes, o.prefetch_margin}, slots))
+    return false;
+  std::vector<Candidate> moved = with_triggers(cands, of_slot, slots);
+  AutoResult advanced = LMS_TRY(realize(scheduled, moved, exact, o, /*search=*/false));
+  if (advanced.fits && advanced.sim.step_seconds < r.sim.step_seconds) {
+    advanced.rounds = r.rounds;
+    r = std::move(advanced);
+    cands = std::move(moved);
+    return true;
+  }
+  return false;
+}
+
+Result<std::optional<AutoResult>> realize_delayed(const Graph& scheduled, std::vector<Candidate>& cands,
+                                                  const AutoResult& r, const ExactPlanner& exact,
+                                                  const AutoOptions& o) {
+  std::optional<AutoResult> out;
+  for (int k = 0; k < o.delay_rounds; ++k) {
+    const AutoResult& from = out ? *out : r;
+    if (from.fits) break;
+    std::vector<size_t> of_slot;  // index into cands
+    std::vector<PrefetchSlot> slots = prefetch_slots(cands, of_slot);
+    if (!delay_prefetches(scheduled, from.graph, from.memory, {o.budget_bytes, o.prefetch_margin}, slots)) break;
+    std::vector<Candidate> moved = with_triggers(cands, of_slot, slots);
+    AutoResult later = LMS_TRY(realize(scheduled, moved, exact, o));
+    if (later.memory.device_arena_bytes >= from.memory.device_arena_bytes) break;
+    out = std::move(later);
+    cands = std::move(moved);
+  }
+  return out;
 }
 
 }  // namespace lms::autoplan
