@@ -1,4 +1,5 @@
-// swap on real training graphs (mlp, resnet18, gpt), swapping every forward activation that a backward op reads,
+// swap on real training graphs (mlp, resnet18, gpt), swapping every forward activation that a backward op reads and
+// every backward value that another backward op reads (a gradient kept for a later sum: all its readers are late),
 // without triggers and with two kinds of trigger (the producer's successor halfway to the first late reader, and
 // the node right before that reader), and halfway with the space held a quarter of the way: the result verifies,
 // its node order is a valid schedule, late readers read the swap_ins and other readers the originals, and the text
@@ -35,13 +36,14 @@ bool is_late(const Graph& g, NodeId n) {
 // `held`: triggered halfway, with the value's space held a quarter of the way to its first late reader.
 enum class Trigger { none, halfway, right_before, held };
 
-// Every output of a forward node that a backward op reads and the pass may swap (not persistent, not on the
-// host, producer neither a source nor a copy), with a trigger of the given kind. The graph is in node order.
+// Every output of a forward or backward node that a backward op reads and the pass may swap (not persistent, not
+// on the host, producer neither a source nor a copy), with a trigger of the given kind. The graph is in node order.
 std::vector<SwapChoice> swappable_activations(const Graph& g, Trigger kind) {
   std::vector<SwapChoice> choices;
   for (NodeId n : g.node_ids()) {
     const Traits& t = g.def(n).traits;
-    if (g.node(n).category != Category::fwd || t.source || t.is_copy) continue;
+    const Category cat = g.node(n).category;
+    if ((cat != Category::fwd && cat != Category::bwd) || t.source || t.is_copy) continue;
     for (ValueId v : g.node(n).outputs) {
       if (g.is_persistent(v) || g.value(v).placement == Placement::host) continue;
       NodeId first;

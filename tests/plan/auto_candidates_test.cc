@@ -1,6 +1,7 @@
 // The auto planner's candidates (plan/auto/candidates.h) on a hand-written residual block: which activations are
 // candidates, their recompute chains, and their segments (the ops that remake a block's output from the block's
-// input, with the most bytes their clones hold at once), and when a value gets no segment.
+// input, with the most bytes their clones hold at once), and when a value gets no segment; and a backward value
+// read again after a gap (a skip connection's gradient), a candidate to swap only.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,6 +83,24 @@ TEST(AutoCandidates, NoSegmentFromAnInputGoneByTheFirstBackwardReader) {
   const Candidate& y = find(g, cs, "y");
   EXPECT_TRUE(y.segment.empty());
   EXPECT_FALSE(y.remade_from.valid());
+}
+
+TEST(AutoCandidates, ABackwardValueReadAfterAGapIsASwapCandidate) {
+  // %ga2 is made early in the backward pass and read only by its last op (as a U-Net's skip-connection gradient
+  // is); %gy is read by the next op only (no gap to free); nothing reads %ga.
+  const Graph g = *parse_graph(block("  %ga2 = mul(%gz, %a) : f32[16] #bwd\n  %gy = mul(%gz, %y) : f32[16] #bwd\n"
+                                     "  %gc = mul(%gy, %c) : f32[16] #bwd\n  %gb = relu(%gc) : f32[16] #bwd\n"
+                                     "  %ga = add(%gb, %ga2) : f32[16] #bwd\n"));
+  const std::vector<Candidate> cs = candidates_of(g);
+  const Candidate& ga2 = find(g, cs, "ga2");
+  EXPECT_EQ(ga2.fwd_end, static_cast<int>(g.value(ga2.value).producer.v));  // no forward reader: its producer
+  EXPECT_EQ(ga2.bwd_first, static_cast<int>(g.value(*g.find_value("ga")).producer.v));
+  EXPECT_FALSE(ga2.recomputable);  // backward ops are not recomputed
+  EXPECT_TRUE(ga2.chain.empty());
+  EXPECT_TRUE(ga2.segment.empty());
+  for (const char* name : {"gz", "gy", "gc", "gb", "ga"})
+    EXPECT_TRUE(std::none_of(cs.begin(), cs.end(), [&](const Candidate& c) { return g.value(c.value).name == name; }))
+        << name;
 }
 
 }  // namespace

@@ -493,19 +493,20 @@ TEST(Strategy, AutoReportsTheClosestPlanWhenNothingFits) {
   EXPECT_NE(p->why->str().find(format_size(closest)), std::string::npos) << p->why->str();
 }
 
-// resnet50 at the edge of capacity: with the stem's argmax positions (the default training graph)
-// no plan fits, since recomputing them at the end of the backward pass takes clones of the stem's batch norm and
-// relu; keeping the relu output, auto's plan fits. So auto plans that graph when the other does not fit, and the
-// capacity is not lower than without the argmax-pool pass. Where this happens moves with the graph: at 16 GiB it
-// was batch 1240 until the greedy learned to swap what no prefetch can hide, then batch 303 at 4 GiB (every value
-// in a buffer of its own) until the weight gradients came first (docs/autodiff.md "Order"), then batch 64 at 1 GiB
-// until batch norm's and the loss's backward wrote over their inputs; now batch 71 at 1 GiB on gh200-c2c
-// (docs/planner.md, step 9).
+// A ResNet at the edge of capacity: with the stem's argmax positions (the default training graph) no plan fits,
+// since recomputing them at the end of the backward pass takes clones of the stem's batch norm and relu; keeping
+// the relu output, auto's plan fits. So auto plans that graph when the other does not fit, and the capacity is not
+// lower than without the argmax-pool pass. Where this happens moves with the planner: resnet50 at 16 GiB was batch
+// 1240 until the greedy learned to swap what no prefetch can hide, then batch 303 at 4 GiB (every value in a buffer
+// of its own) until the weight gradients came first (docs/autodiff.md "Order"), then batch 64 at 1 GiB until batch
+// norm's and the loss's backward wrote over their inputs, then batch 71 at 1 GiB on gh200-c2c until backward values
+// could be swapped (the argmax graph now fits there up to batch 78); now resnet101 at batch 253, 3 GiB, on
+// h100-pcie5 (docs/planner.md, step 9).
 TEST(Strategy, AutoKeepsTheReluOutputWhenTheArgmaxDoesNotFit) {
   ModelOptions mo;
-  mo.batch = 71;
-  StrategyOptions o = auto_options("gh200-c2c", int64_t{1} << 30);
-  auto p = try_plan(momentum_training("resnet50", mo), o);
+  mo.batch = 253;
+  StrategyOptions o = auto_options("h100-pcie5", int64_t{3} << 30);
+  auto p = try_plan(momentum_training("resnet101", mo), o);
   ASSERT_TRUE(p.has_value()) << p.error().str();
   ASSERT_TRUE(p->fits) << p->auto_source;
   EXPECT_NE(p->auto_source.find("keeping the relu output"), std::string::npos) << p->auto_source;

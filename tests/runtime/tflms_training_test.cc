@@ -1,10 +1,10 @@
-// Swapping changes where tensors live, never what is computed: training with the tflms strategy gives
-// bit-identical losses and parameters to training without it, for every sync mode and a spread of T, A and G
-// (fixed parameters force the swaps even where everything fits), on the reference backend and on the cpu
-// backend (whose copies run on their own stream threads), and on the cuda backend when a GPU is present. Under a budget the no-swap plan exceeds, the searched
-// plan fits, the measured peak stays within it, and the losses are still those of the unconstrained run. The
-// same for auto (its swaps and recomputations, and the segments that remake block outputs), and for outputs
-// written over their inputs' buffers.
+// Swapping changes where tensors live, never what is computed: training with the tflms strategy gives bit-identical
+// losses and parameters to training without it, for every sync mode and a spread of T, A and G (fixed parameters force
+// the swaps even where everything fits), on the reference backend and on the cpu backend (whose copies run on their own
+// stream threads), and on the cuda backend when a GPU is present. Under a budget the no-swap plan exceeds, the searched
+// plan fits, the measured peak stays within it, and the losses are still those of the unconstrained run. The same for
+// auto (its swaps and recomputations, the segments that remake block outputs, and backward values swapped), and for
+// outputs written over their inputs' buffers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -283,6 +283,50 @@ TEST(AutoTraining, BlockOutputsRemadeBySegmentsAreBitIdentical) {
     const TrainReport r = train_case(c, device, o);
     const std::string what = "resnet50 96x96 on " + device + "; took " + r.auto_source;
     EXPECT_EQ(r.recomputed_tensors, plan->recomputed_tensors) << what;
+    EXPECT_EQ(r.peak_device_bytes, r.planned_peak_bytes) << what << ": measured";
+    EXPECT_LE(r.planned_peak_bytes, o.budget_bytes) << what;
+    expect_identical(r, base, what);
+  }
+}
+
+// auto swaps backward values too (docs/planner.md "The auto strategy", step 1): the U-Net's skip-connection
+// gradient, made by the decoder's backward pass and read again only by the encoder's, goes to the host and back.
+// The batch-1 U-Net of BufferReuseTraining an eighth of the way from its hard minimum to its unconstrained
+// peak, planned for v100-pcie3 with each backend's workspaces: the plan fits, swaps the skip gradient (on the
+// reference backend, without workspaces, for certain; the cpu backend's workspaces may change the choices),
+// the measured peak is the planned one, and training gives the unconstrained run's losses and parameters.
+TEST(AutoTraining, SwappedBackwardValuesAreBitIdentical) {
+  const Case c = unet();
+  for (const std::string& device : training_devices()) {
+    const TrainReport base = train_case(c, device, TrainOptions{});
+    TrainOptions o;
+    o.strategy = Strategy::automatic;
+    o.device_model = *device_model("v100-pcie3");
+    o.budget_bytes = base.min_budget_bytes + (base.planned_peak_bytes - base.min_budget_bytes) / 8;
+    auto backend = make_backend(device);
+    ASSERT_TRUE(backend.has_value()) << backend.error().str();
+    auto training = build_training_graph(*build_model(c.model, c.options), o.training);
+    ASSERT_TRUE(training.has_value()) << training.error().str();
+    StrategyOptions so;
+    so.strategy = o.strategy;
+    so.device_model = o.device_model;
+    so.budget_bytes = o.budget_bytes;
+    so.workspace_bytes = workspaces_of(**backend);
+    auto plan = make_plan(*training, so);
+    ASSERT_TRUE(plan.has_value()) << plan.error().str();
+    const bool backward_swapped = std::ranges::any_of(plan->choices, [&](const AutoChoice& ch) {
+      const auto v = training->find_value(ch.value);
+      return ch.kind == AutoChoice::Kind::swap && v &&
+             training->node(training->value(*v).producer).category == Category::bwd;
+    });
+    if (device == "reference") {
+      EXPECT_TRUE(backward_swapped) << "the skip connection's gradient is swapped";
+    }
+
+    const TrainReport r = train_case(c, device, o);
+    const std::string what = "unet3d on " + device + "; took " + r.auto_source +
+                             (backward_swapped ? "; a backward value swapped" : "");
+    EXPECT_GT(r.swapped_tensors, 0) << what;
     EXPECT_EQ(r.peak_device_bytes, r.planned_peak_bytes) << what << ": measured";
     EXPECT_LE(r.planned_peak_bytes, o.budget_bytes) << what;
     expect_identical(r, base, what);

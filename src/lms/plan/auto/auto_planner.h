@@ -1,13 +1,13 @@
-// The auto planner (DESIGN.md "Strategies"; the algorithm and why it is this one: docs/planner.md "The auto
-// strategy"). Given a scheduled training graph that does not fit its budget, it decides for every forward
-// activation a backward op reads whether it stays on the device, is swapped out after its last forward reader
-// and prefetched back for its backward readers, or is recomputed right before them from values that are still
-// resident, so that the exact planned peak fits the budget and the predicted step time (sim/time_sim on the
-// device model, measured node times where given) is as small as it can make it. Each prefetch is triggered by
-// the compute op after which it will, by its predicted copy duration and the host-to-device queue ahead of
-// it, arrive just before its first reader. It builds the decisions with the recompute and swap passes, plans
-// the result exactly, and when the exact plan disagrees with its estimate, lowers its target by the excess
-// and tries again. Precondition: `scheduled` is a training graph (categories fwd/bwd/upd) in schedule order,
+// The auto planner (DESIGN.md "Strategies"; the algorithm and why it is this one: docs/planner.md "The auto strategy").
+// Given a scheduled training graph that does not fit its budget, it decides for every forward activation a backward op
+// reads whether it stays on the device, is swapped out after its last forward reader and prefetched back for its
+// backward readers, or is recomputed right before them from values that are still resident (and for every backward
+// value read again after a gap whether it stays or is swapped), so that the exact planned peak fits the budget and the
+// predicted step time (sim/time_sim on the device model, measured node times where given) is as small as it can make
+// it. Each prefetch is triggered by the compute op after which it will, by its predicted copy duration and the
+// host-to-device queue ahead of it, arrive just before its first reader. It builds the decisions with the recompute and
+// swap passes, plans the result exactly, and when the exact plan disagrees with its estimate, lowers its target by the
+// excess and tries again. Precondition: `scheduled` is a training graph (categories fwd/bwd/upd) in schedule order,
 // without swap or recompute ops. Deterministic: every sort and tie-break is by position or id.
 #pragma once
 

@@ -133,7 +133,9 @@ std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const
   std::vector<Candidate> out;
   for (NodeId n : g.node_ids()) {
     const OpDef& d = g.def(n);
-    if (g.node(n).category != Category::fwd || d.traits.source || d.traits.is_copy || d.traits.in_place) continue;
+    const Category cat = g.node(n).category;
+    if ((cat != Category::fwd && cat != Category::bwd) || d.traits.source || d.traits.is_copy || d.traits.in_place)
+      continue;
     for (ValueId v : g.node(n).outputs) {
       const Value& val = g.value(v);
       if (aliased[v.v] || val.placement != Placement::device || g.is_persistent(v) || val.type.bytes() == 0) continue;
@@ -153,13 +155,13 @@ std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const
       out.push_back(std::move(c));
     }
   }
-  // Recompute chains: the value's producer, and (recursively) the producers of its inputs that are no longer
-  // resident at its first backward reader, provided they are cloneable, are read by no backward op themselves
-  // (not candidates), and the chain stays within max_chain ops.
+  // Recompute chains (forward values only: backward ops are not cloned): the value's producer, and (recursively) the
+  // producers of its inputs that are no longer resident at its first backward reader, provided they are cloneable, are
+  // read by no backward op themselves (not candidates), and the chain stays within max_chain ops.
   std::vector<int> candidate_of(g.num_values(), -1);
   for (size_t i = 0; i < out.size(); ++i) candidate_of[out[i].value.v] = static_cast<int>(i);
   for (Candidate& c : out) {
-    if (!cloneable(g, c.producer)) continue;
+    if (g.node(c.producer).category != Category::fwd || !cloneable(g, c.producer)) continue;
     std::vector<ValueId> chain{c.value};
     bool ok = true;
     for (size_t i = 0; i < chain.size() && ok; ++i)

@@ -1,5 +1,6 @@
 // The auto planner's candidates (plan/auto/auto_planner.h; docs/planner.md "The auto strategy", step 1): the
-// forward activations a backward op reads, each with its gap on the predicted compute timeline, its copy times,
+// forward activations a backward op reads and the backward values read again after a gap (a U-Net's
+// skip-connection gradient; swap only), each with its gap on the predicted compute timeline, its copy times,
 // the trigger its prefetch would have by copy duration, and the chain (and segment) of ops that would recompute
 // it. Shared by the greedy and its refinement in auto_planner.cc; nothing here decides. Internal to the auto
 // planner.
@@ -18,7 +19,8 @@ namespace lms::autoplan {
 
 enum class State : uint8_t { keep, swap, recompute };
 
-// A forward activation a backward op reads, and what the greedy chose for it.
+// A forward activation a backward op reads, or a backward value a later backward op reads, and what the greedy
+// chose for it.
 struct Candidate {
   ValueId value;
   NodeId producer;
@@ -68,7 +70,7 @@ std::pair<int, int> gap_of(const Graph& g, ValueId v);
 int latest_starting_before(const std::vector<double>& start, int lo, int hi, double t);
 
 // The forward activations a backward op reads, with their gaps, copy times, triggers, recompute chains and
-// segments.
+// segments; and the backward values a backward op reads after a gap (not recomputable).
 std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const AutoOptions& o);
 
 }  // namespace lms::autoplan
