@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -99,6 +100,28 @@ void expect_identical(const TrainReport& got, const TrainReport& want, const std
     ASSERT_NE(it, got.values.end()) << what << ": " << name;
     EXPECT_EQ(it->second.data, t.data) << what << ": " << name;
   }
+}
+
+// What train() plans `c` with on `device` under `o`: the training graph, and strategy options with `o`'s strategy,
+// device model and budget and the backend's kernel workspaces (the backend lives here for them).
+struct TrainPlanning {
+  std::unique_ptr<Backend> backend;
+  Graph training;
+  StrategyOptions options;
+};
+
+std::optional<TrainPlanning> train_planning(const Case& c, const std::string& device, const TrainOptions& o) {
+  auto backend = make_backend(device);
+  EXPECT_TRUE(backend.has_value()) << backend.error().str();
+  auto training = build_training_graph(*build_model(c.model, c.options), o.training);
+  EXPECT_TRUE(training.has_value()) << training.error().str();
+  if (!backend || !training) return std::nullopt;
+  TrainPlanning t{std::move(*backend), std::move(*training), {}};
+  t.options.strategy = o.strategy;
+  t.options.device_model = o.device_model;
+  t.options.budget_bytes = o.budget_bytes;
+  t.options.workspace_bytes = workspaces_of(*t.backend);
+  return t;
 }
 
 TflmsParams params(int t, int a, int g, SyncMode mode) {
@@ -259,18 +282,13 @@ TEST(AutoTraining, BlockOutputsRemadeBySegmentsAreBitIdentical) {
     o.strategy = Strategy::automatic;
     o.device_model = *device_model("h200-pcie5");
     // The plan train() makes: the same training graph, strategy options and backend workspaces.
-    auto backend = make_backend(device);
-    ASSERT_TRUE(backend.has_value()) << backend.error().str();
-    auto training = build_training_graph(*build_model(c.model, c.options), o.training);
-    ASSERT_TRUE(training.has_value()) << training.error().str();
-    StrategyOptions so;
-    so.strategy = o.strategy;
-    so.device_model = o.device_model;
-    so.workspace_bytes = workspaces_of(**backend);
+    std::optional<TrainPlanning> t = train_planning(c, device, o);
+    ASSERT_TRUE(t.has_value());
+    StrategyOptions& so = t->options;
     std::optional<Plan> plan;
     for (int percent : {45, 48, 42, 50}) {
       so.budget_bytes = base.planned_peak_bytes * percent / 100;
-      auto p = make_plan(*training, so);
+      auto p = make_plan(t->training, so);
       ASSERT_TRUE(p.has_value()) << p.error().str();
       if (std::ranges::any_of(p->choices, [](const AutoChoice& ch) { return !ch.remade_from.empty(); })) {
         plan = std::move(*p);
@@ -303,21 +321,14 @@ TEST(AutoTraining, SwappedBackwardValuesAreBitIdentical) {
     o.strategy = Strategy::automatic;
     o.device_model = *device_model("v100-pcie3");
     o.budget_bytes = base.min_budget_bytes + (base.planned_peak_bytes - base.min_budget_bytes) / 8;
-    auto backend = make_backend(device);
-    ASSERT_TRUE(backend.has_value()) << backend.error().str();
-    auto training = build_training_graph(*build_model(c.model, c.options), o.training);
-    ASSERT_TRUE(training.has_value()) << training.error().str();
-    StrategyOptions so;
-    so.strategy = o.strategy;
-    so.device_model = o.device_model;
-    so.budget_bytes = o.budget_bytes;
-    so.workspace_bytes = workspaces_of(**backend);
-    auto plan = make_plan(*training, so);
+    std::optional<TrainPlanning> t = train_planning(c, device, o);
+    ASSERT_TRUE(t.has_value());
+    auto plan = make_plan(t->training, t->options);
     ASSERT_TRUE(plan.has_value()) << plan.error().str();
+    const Graph& g = t->training;
     const bool backward_swapped = std::ranges::any_of(plan->choices, [&](const AutoChoice& ch) {
-      const auto v = training->find_value(ch.value);
-      return ch.kind == AutoChoice::Kind::swap && v &&
-             training->node(training->value(*v).producer).category == Category::bwd;
+      const auto v = g.find_value(ch.value);
+      return ch.kind == AutoChoice::Kind::swap && v && g.node(g.value(*v).producer).category == Category::bwd;
     });
     if (device == "reference") {
       EXPECT_TRUE(backward_swapped) << "the skip connection's gradient is swapped";
