@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "lms/autodiff/autodiff.h"
+#include "lms/backends/reference/interpreter.h"
 #include "lms/ir/parser.h"
 #include "lms/ir/printer.h"
 #include "lms/ir/verifier.h"
@@ -117,6 +118,64 @@ TEST(Autodiff, DeterministicText) {
   auto parsed = parse_graph(once);
   ASSERT_TRUE(parsed.has_value()) << parsed.error().str();
   EXPECT_EQ(print_graph(*parsed), once);
+}
+
+// A value read only by slices that tile an axis (a fused qkv split into q, k and v) gets the concat of their
+// gradients, in range order whatever the readers' order; slices that leave a gap, overlap, or cut different axes
+// keep the zero-padded slice_grad per reader and the sum.
+TEST(Autodiff, SlicesTilingAnAxisGetTheConcatOfTheirGradients) {
+  constexpr std::string_view kTiled = R"(graph g {
+    %w = param() : f32[2,5]
+    %a = input() : f32[2,3]
+    %b = input() : f32[2,2]
+    %hi = slice(%w) {axis = -1, start = 3, end = 5} : f32[2,2]
+    %lo = slice(%w) {axis = 1, start = 0, end = 3} : f32[2,3]
+    %p = mul(%lo, %a) : f32[2,3]
+    %q = mul(%hi, %b) : f32[2,2]
+    %sp = reduce_sum(%p) : f32[]
+    %sq = reduce_sum(%q) : f32[]
+    %loss = add(%sp, %sq) : f32[]
+    return %loss
+  })";
+  Graph g = grad_graph(kTiled, {"w"});
+  const Node& grad = producer(g, "w.grad");
+  ASSERT_EQ(grad.op, Op::concat) << print_graph(g);
+  EXPECT_EQ(grad.attrs.get_int("axis", -1), 1);
+  ASSERT_EQ(grad.inputs.size(), 2u);
+  EXPECT_EQ(name_of(g, grad.inputs[0]), "lo.grad");
+  EXPECT_EQ(name_of(g, grad.inputs[1]), "hi.grad");
+  EXPECT_EQ(count_op(g, Op::slice_grad), 0);
+  // d(loss)/dw is a beside b, element for element.
+  std::map<std::string, HostTensor> feeds;
+  HostTensor w(TensorType{DType::f32, {2, 5}}), a(TensorType{DType::f32, {2, 3}}), b(TensorType{DType::f32, {2, 2}});
+  for (int64_t i = 0; i < 10; ++i) w.set(i, 0.5 * static_cast<double>(i));
+  for (int64_t i = 0; i < 6; ++i) a.set(i, 1.0 + static_cast<double>(i));
+  for (int64_t i = 0; i < 4; ++i) b.set(i, -1.0 - static_cast<double>(i));
+  feeds.emplace("w", w);
+  feeds.emplace("a", a);
+  feeds.emplace("b", b);
+  auto values = interpret(g, feeds);
+  ASSERT_TRUE(values.has_value()) << values.error().str();
+  const HostTensor& dw = (*values)[g.outputs()[1].v];
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t c = 0; c < 5; ++c)
+      EXPECT_EQ(dw.get(r * 5 + c), c < 3 ? a.get(r * 3 + c) : b.get(r * 2 + c - 3)) << r << "," << c;
+
+  // An overlap ([0, 3) and [2, 5)), a gap ([0, 3) and [4, 5)), and two axes.
+  for (const char* second : {"{axis = 1, start = 2, end = 5} : f32[2,3]", "{axis = 1, start = 4, end = 5} : f32[2,1]",
+                             "{axis = 0, start = 0, end = 1} : f32[1,5]"}) {
+    Graph padded = grad_graph(fmt::format(R"(graph g {{
+      %w = param() : f32[2,5]
+      %lo = slice(%w) {{axis = 1, start = 0, end = 3}} : f32[2,3]
+      %hi = slice(%w) {}
+      %sp = reduce_sum(%lo) : f32[]
+      %sq = reduce_sum(%hi) : f32[]
+      %loss = add(%sp, %sq) : f32[]
+      return %loss
+    }})", second), {"w"});
+    EXPECT_EQ(producer(padded, "w.grad").op, Op::add) << second;
+    EXPECT_EQ(count_op(padded, Op::slice_grad), 2) << second;
+  }
 }
 
 TEST(Autodiff, BroadcastingSumsBackAndPassThroughKeepsTheValue) {

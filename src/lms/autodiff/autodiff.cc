@@ -2,7 +2,9 @@
 // topological order: forward, mark the values that depend on a differentiated value; backward, mark the nodes
 // to differentiate and count the gradient contributions each value will receive (so names can be chosen
 // before the nodes exist); backward again, run the rule of every marked node and add each contribution to its
-// value's running sum as it arrives.
+// value's running sum as it arrives. A value read only by slices that tile one of its axes (a fused qkv
+// projection split into q, k and v; a loss computed in chunks) gets the concat of their gradients instead: no
+// zero-padded slice_grad per reader, no sum of them.
 #include "lms/autodiff/autodiff.h"
 
 #include <algorithm>
@@ -26,7 +28,33 @@ struct Plan {
   std::vector<char> depends;        // value depends on a wrt value and is floating point
   std::vector<char> differentiate;  // node gets its gradient rule run
   std::vector<int> contributions;   // per value: how many (consumer, input) pairs will send it a gradient
+  std::vector<int> tiled_axis;      // per value: the axis its slices tile (its gradient is their concat), or -1
 };
+
+// The axis along which the differentiated readers of `v` are slices whose ranges tile it exactly (at least
+// two of them, no gap, no overlap), or -1.
+int tiled_axis(const Graph& g, const Plan& p, ValueId v) {
+  if (p.contributions[v.v] < 2) return -1;
+  int axis = -1;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (NodeId c : g.value(v).consumers) {
+    if (!p.differentiate[c.v]) continue;
+    const Node& node = g.node(c);
+    if (node.op != Op::slice) return -1;
+    int a = static_cast<int>(node.attrs.get_int("axis", 0));
+    if (a < 0) a += g.value(v).type.rank();
+    if (axis >= 0 && a != axis) return -1;
+    axis = a;
+    ranges.emplace_back(node.attrs.get_int("start", 0), node.attrs.get_int("end", 0));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  int64_t next = 0;
+  for (auto [start, end] : ranges) {
+    if (start != next) return -1;
+    next = end;
+  }
+  return next == g.value(v).type.shape[static_cast<size_t>(axis)] ? axis : -1;
+}
 
 Result<Plan> plan_sweeps(const Graph& g, ValueId loss, std::span<const ValueId> wrt,
                          const std::vector<NodeId>& order) {
@@ -55,6 +83,9 @@ Result<Plan> plan_sweeps(const Graph& g, ValueId loss, std::span<const ValueId> 
     for (ValueId v : node.inputs)
       if (p.depends[v.v]) ++p.contributions[v.v];
   }
+  p.tiled_axis.assign(g.num_values(), -1);
+  for (size_t v = 0; v < g.num_values(); ++v)
+    if (p.depends[v]) p.tiled_axis[v] = tiled_axis(g, p, ValueId{static_cast<uint32_t>(v)});
   return p;
 }
 
@@ -85,6 +116,7 @@ std::string part_name(const Graph& g, const Plan& p, NodeId n, size_t index) {
 struct Accumulator {
   ValueId sum;      // the sum of the contributions so far (invalid: none yet)
   int received = 0; // contributions summed into `sum`
+  std::vector<std::pair<int64_t, ValueId>> slabs;  // a tiled value's: (start, gradient of that slice) so far
 };
 
 // Adds `part`, the contribution of input `index` of node `n`, to the running sum of `v`'s gradient; the sum
@@ -99,11 +131,33 @@ void accumulate(Builder& b, ValueId v, int total, Accumulator& acc, ValueId part
   acc.sum = b.op(Op::add, {acc.sum, part}, {}, acc.received == total ? name : name + ".acc");
 }
 
+// The slice `n` of a tiled value v hands its output's gradient over as v's slab at its start; the last slab
+// makes v's gradient, their concat in range order.
+void collect_slab(Builder& b, NodeId n, const Plan& p, const std::vector<ValueId>& grads,
+                  std::vector<Accumulator>& sums) {
+  const Graph& g = b.graph();
+  const ValueId v = g.node(n).inputs[0];
+  Accumulator& acc = sums[v.v];
+  acc.slabs.emplace_back(g.node(n).attrs.get_int("start", 0), grads[g.node(n).outputs[0].v]);
+  if (static_cast<int>(acc.slabs.size()) < p.contributions[v.v]) return;
+  std::sort(acc.slabs.begin(), acc.slabs.end());
+  std::vector<ValueId> parts;
+  for (const auto& slab : acc.slabs) parts.push_back(slab.second);
+  const std::string name = grad_name(g, v);
+  acc.sum = b.op(Op::concat, parts, attrs({{"axis", int64_t{p.tiled_axis[v.v]}}}), name);
+  acc.slabs.clear();
+}
+
 // Runs node `n`'s gradient rule and records the contributions it hands back.
 Result<void> run_rule(Builder& b, NodeId n, const Plan& p, const std::vector<ValueId>& grads,
                       std::vector<Accumulator>& sums) {
   Graph& g = b.graph();
   const Node& node = g.node(n);  // copied out below: rules add nodes, which may move the node storage
+  if (node.op == Op::slice && p.tiled_axis[node.inputs[0].v] >= 0) {
+    collect_slab(b, n, p, grads, sums);
+    if (!b.ok()) return wrap(fmt::format("gradient of {} (slice)", node_label(g, n)), *b.error());
+    return {};
+  }
   GradContext ctx{.b = b, .node = n, .op = node.op, .attrs = node.attrs, .inputs = node.inputs,
                   .outputs = node.outputs};
   for (ValueId v : ctx.inputs) {
