@@ -93,6 +93,27 @@ TEST(PlanCommand, NotFittingExitsOneWithTheReason) {
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one error line: " << r.err;
 }
 
+// Where the largest op holds the loss's logits (a GPT head over a 2000-word vocabulary), the reason a budget below
+// the hard minimum fails names --loss-chunks, and with the loss in 8 blocks auto fits that budget; a loss the
+// pass cannot split is one error line.
+TEST(PlanCommand, LossChunksLowerTheHardMinimumOfAHeadBoundModel) {
+  std::string gpt = std::string(kGpt) + " --strategy auto --device-model h100-pcie5";
+  gpt.replace(gpt.find("--vocab 100"), 11, "--vocab 2000");
+  auto whole = json_of(run_lms("plan " + gpt + " --budget 1GiB --json"), "whole");
+  auto chunked = json_of(run_lms("plan " + gpt + " --budget 1GiB --loss-chunks 8 --json"), "chunked");
+  const auto hard = whole["min_budget_bytes"].get<int64_t>();
+  ASSERT_LT(chunked["min_budget_bytes"].get<int64_t>(), hard);
+  const std::string budget = std::to_string(hard - 1);
+  auto r = run_lms("plan " + gpt + " --budget " + budget);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("below the minimum any plan needs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--loss-chunks"), std::string::npos) << r.err;
+  EXPECT_EQ(run_lms("plan " + gpt + " --budget " + budget + " --loss-chunks 8").status, 0);
+  expect_one_error_line(run_lms("plan --model resnet18 --batch 2 --image 32 --budget 1GiB --loss-chunks 2"),
+                        "not a matmul", "resnet's logits come from a bias add");
+  expect_one_error_line(run_lms("plan " + gpt + " --budget 1GiB --loss-chunks 0"), "--loss-chunks", "zero");
+}
+
 TEST(PlanCommand, TflmsSwapsUnderABudgetTheNoSwapPlanExceeds) {
   const auto peak = json_of(run_lms(std::string("plan ") + kGpt + " --budget 1GiB --json"), "none")["peak_bytes"];
   const int64_t budget = gpt_tight_budget();

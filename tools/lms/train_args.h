@@ -20,12 +20,19 @@ struct TrainArgs {
   std::optional<double> momentum;     // --momentum (momentum only)
   std::optional<double> weight_decay;  // --weight-decay
   bool no_argmax_pool = false;        // --no-argmax-pool: TrainingOptions::argmax_pool off
+  int64_t loss_chunks = 1;            // --loss-chunks: TrainingOptions::loss_chunks
 };
 
 // The help of --no-argmax-pool (also a flag of `lms train`).
 inline constexpr const char* kNoArgmaxPoolHelp =
     "Keep a relu-then-max-pool's relu output for the backward pass (as PyTorch does) instead of the pooling's "
     "argmax positions (the argmax-pool pass; bit-identical results either way)";
+
+// The help of --loss-chunks (also a flag of `lms train`).
+inline constexpr const char* kLossChunksHelp =
+    "Compute the cross-entropy of a language model's head (or any loss of a matmul's logits) over N blocks of "
+    "tokens, each block's logits a tensor of its own that auto can remake in the backward pass instead of "
+    "keeping all of them (the chunk-loss pass; close to the unchunked loss, not bit-identical; default 1: off)";
 
 void add_train_options(CLI::App* app, TrainArgs& args);
 

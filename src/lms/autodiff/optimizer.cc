@@ -13,6 +13,7 @@
 #include "lms/ir/builder.h"
 #include "lms/ir/verifier.h"
 #include "lms/passes/argmax_pool.h"
+#include "lms/passes/chunk_loss.h"
 
 namespace lms {
 
@@ -145,6 +146,7 @@ Result<void> check_optimizer_options(const OptimizerOptions& o) {
 Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& opts) {
   LMS_TRY_VOID(check_optimizer_options(opts.optimizer));
   Graph g = forward;
+  if (auto r = chunk_loss(g, opts.loss_chunks); !r) return wrap("loss chunks", r.error());
   ValueId loss = LMS_TRY(loss_of(g));
   std::vector<ValueId> params;
   std::vector<NodeId> batch_norms;
@@ -186,6 +188,8 @@ std::vector<AttrSpec> training_option_specs() {
       {"bn_running_stats", AttrKind::Bool, Attribute{true}, "update batch norm running statistics"},
       {"argmax_pool", AttrKind::Bool, Attribute{true},
        "keep a relu-then-max-pool's argmax positions, not the relu's output, for the backward pass"},
+      {"loss_chunks", AttrKind::Int, Attribute{int64_t{1}},
+       "compute the loss over this many blocks of its logits' rows (chunk-loss pass; not bit-identical)"},
   };
 }
 
@@ -205,6 +209,7 @@ Result<TrainingOptions> training_options_from(const Attributes& a) {
   o.eps = a.get_float("eps", o.eps);
   t.bn_running_stats = a.get_bool("bn_running_stats", t.bn_running_stats);
   t.argmax_pool = a.get_bool("argmax_pool", t.argmax_pool);
+  t.loss_chunks = a.get_int("loss_chunks", t.loss_chunks);
   LMS_TRY_VOID(check_optimizer_options(o));
   return t;
 }

@@ -109,18 +109,37 @@ Plan not_fitting(Plan p, Error why) {
   return p;
 }
 
+// Whether node `n` reads or writes a loss's logits or their gradient (a cross_entropy's first input, a
+// cross_entropy_grad's output): what the chunk-loss pass splits into blocks.
+bool holds_loss_logits(const Graph& g, NodeId n) {
+  auto logits = [&](ValueId v) {
+    if (g.node(g.value(v).producer).op == Op::cross_entropy_grad) return true;
+    return std::ranges::any_of(g.value(v).consumers, [&](NodeId c) {
+      return g.node(c).op == Op::cross_entropy && g.node(c).inputs[0] == v;
+    });
+  };
+  const Node& node = g.node(n);
+  return std::ranges::any_of(node.inputs, logits) || std::ranges::any_of(node.outputs, logits);
+}
+
 Result<Plan> plan_tflms(Plan p, const Graph& scheduled, const std::vector<int64_t>& workspaces,
                         const StrategyOptions& opts) {
   const MemoryPlan& none = p.memory;
   // Below the hard limit no setting of T, A, G can fit: say so with the number, before searching.
-  if (none.min_budget_bytes > opts.budget_bytes)
+  if (none.min_budget_bytes > opts.budget_bytes) {
+    const bool logits = none.min_budget_position >= 0 &&
+                        holds_loss_logits(scheduled, NodeId{static_cast<uint32_t>(none.min_budget_position)});
     return not_fitting(std::move(p),
                        Error{fmt::format("budget {} is below the minimum any plan needs, {}: parameters and state ({}) "
                                          "plus the largest single op's inputs, outputs and workspace ({}), which "
-                                         "swapping cannot reduce",
+                                         "swapping cannot reduce{}",
                                          format_size(opts.budget_bytes), format_size(none.min_budget_bytes),
-                                         format_size(none.persistent_bytes), largest_op(scheduled, none)),
+                                         format_size(none.persistent_bytes), largest_op(scheduled, none),
+                                         logits ? "; that op holds the loss's logits, which `--loss-chunks N` "
+                                                  "(TrainingOptions::loss_chunks) splits into N blocks"
+                                                : ""),
                              {}});
+  }
   Levels levels = LMS_TRY(compute_levels(scheduled));
   Reachability reach = LMS_TRY(compute_reachability(scheduled, levels));
   p.levels = levels.count();
