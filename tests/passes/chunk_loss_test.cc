@@ -41,6 +41,18 @@ Graph gradients(const Graph& forward) {
   return g ? std::move(*g) : Graph();
 }
 
+// A classifier's head with a bias, h already [N, K].
+constexpr std::string_view kHeadBias = R"(graph head {
+  %h = input() : f64[9,4]
+  %w = param() : f64[4,6]
+  %b = param() : f64[6]
+  %z = matmul(%h, %w) : f64[9,6]
+  %logits = bias_add(%z, %b) {axis = 1} : f64[9,6]
+  %labels = input() : i64[9]
+  %loss = cross_entropy(%logits, %labels) : f64[]
+  return %loss
+})";
+
 int count_op(const Graph& g, Op op) {
   return static_cast<int>(std::ranges::count_if(g.node_ids(), [&](NodeId n) { return g.node(n).op == op; }));
 }
@@ -70,31 +82,53 @@ TEST(ChunkLoss, SplitsTheRowsAsEvenlyAsTheyDivide) {
   EXPECT_EQ(print_graph(same), print_graph(parse(kHead3d)));
 }
 
-TEST(ChunkLoss, LossAndGradientsMatchTheUnsplitLoss) {
-  const Graph whole = gradients(parse(kHead3d));
-  Graph split_forward = parse(kHead3d);
-  ASSERT_TRUE(chunk_loss(split_forward, 3).has_value());
+// The loss and the gradient of every parameter, split and unsplit, over the same random feeds.
+void expect_same_loss_and_gradients(std::string_view text, int64_t chunks,
+                                    const std::map<std::string, HostTensor>& feeds) {
+  const Graph whole = gradients(parse(text));
+  Graph split_forward = parse(text);
+  ASSERT_TRUE(chunk_loss(split_forward, chunks).has_value());
   const Graph split = gradients(split_forward);
-  std::map<std::string, HostTensor> feeds = {{"x", ref_test::random(DType::f64, {2, 5, 4}, 1, -2, 2)},
-                                             {"proj", ref_test::random(DType::f64, {4, 4}, 2)},
-                                             {"wte", ref_test::random(DType::f64, {7, 4}, 3)}};
-  HostTensor labels(TensorType{DType::i64, {10}});
-  for (int64_t i = 0; i < 10; ++i) labels.set(i, static_cast<double>((3 * i + 1) % 7));
-  feeds.emplace("labels", labels);
   auto want = interpret(whole, feeds), got = interpret(split, feeds);
   ASSERT_TRUE(want.has_value()) << want.error().str();
   ASSERT_TRUE(got.has_value()) << got.error().str();
-  ASSERT_EQ(whole.outputs().size(), 3u);  // loss, d proj, d wte
-  ASSERT_EQ(split.outputs().size(), 3u);
-  for (size_t o = 0; o < 3; ++o) {
+  ASSERT_EQ(whole.outputs().size(), split.outputs().size());
+  ASSERT_EQ(whole.outputs().size(), 3u);  // the loss and two parameters' gradients
+  for (size_t o = 0; o < whole.outputs().size(); ++o) {
+    const std::string name = whole.value(whole.outputs()[o]).name;
+    EXPECT_EQ(split.value(split.outputs()[o]).name, name);
     const HostTensor &a = (*want)[whole.outputs()[o].v], &b = (*got)[split.outputs()[o].v];
-    ASSERT_EQ(a.type, b.type) << whole.value(whole.outputs()[o]).name;
+    ASSERT_EQ(a.type, b.type) << name;
     double largest = 0;
     for (int64_t i = 0; i < a.type.num_elements(); ++i) largest = std::max(largest, std::abs(a.get(i)));
-    ASSERT_GT(largest, 0) << whole.value(whole.outputs()[o]).name << " is all zeros";
+    ASSERT_GT(largest, 0) << name << " is all zeros";
     for (int64_t i = 0; i < a.type.num_elements(); ++i)
-      EXPECT_NEAR(b.get(i), a.get(i), 1e-13 * largest) << whole.value(whole.outputs()[o]).name << "[" << i << "]";
+      EXPECT_NEAR(b.get(i), a.get(i), 1e-13 * largest) << name << "[" << i << "]";
   }
+}
+
+HostTensor labels(int64_t n, int64_t classes) {
+  HostTensor t(TensorType{DType::i64, {n}});
+  for (int64_t i = 0; i < n; ++i) t.set(i, static_cast<double>((3 * i + 1) % classes));
+  return t;
+}
+
+TEST(ChunkLoss, LossAndGradientsMatchTheUnsplitLoss) {
+  expect_same_loss_and_gradients(kHead3d, 3,
+                                 {{"x", ref_test::random(DType::f64, {2, 5, 4}, 1, -2, 2)},
+                                  {"proj", ref_test::random(DType::f64, {4, 4}, 2)},
+                                  {"wte", ref_test::random(DType::f64, {7, 4}, 3)},
+                                  {"labels", labels(10, 7)}});
+  expect_same_loss_and_gradients(kHeadBias, 4,
+                                 {{"h", ref_test::random(DType::f64, {9, 4}, 4, -2, 2)},
+                                  {"w", ref_test::random(DType::f64, {4, 6}, 5)},
+                                  {"b", ref_test::random(DType::f64, {6}, 6)},
+                                  {"labels", labels(9, 6)}});
+  // Each block adds the bias to its own logits.
+  Graph g = parse(kHeadBias);
+  ASSERT_TRUE(chunk_loss(g, 4).has_value());
+  EXPECT_EQ(count_op(g, Op::bias_add), 4);
+  EXPECT_EQ(count_op(g, Op::matmul), 4);
 }
 
 TEST(ChunkLoss, Errors) {

@@ -109,8 +109,8 @@ TEST(PlanCommand, LossChunksLowerTheHardMinimumOfAHeadBoundModel) {
   EXPECT_NE(r.err.find("below the minimum any plan needs"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--loss-chunks"), std::string::npos) << r.err;
   EXPECT_EQ(run_lms("plan " + gpt + " --budget " + budget + " --loss-chunks 8").status, 0);
-  expect_one_error_line(run_lms("plan --model resnet18 --batch 2 --image 32 --budget 1GiB --loss-chunks 2"),
-                        "not a matmul", "resnet's logits come from a bias add");
+  expect_one_error_line(run_lms("plan --model unet3d --batch 1 --image 16 --depth 2 --budget 1GiB --loss-chunks 2"),
+                        "not [N, classes]", "a segmentation loss over voxels");
   expect_one_error_line(run_lms("plan " + gpt + " --budget 1GiB --loss-chunks 0"), "--loss-chunks", "zero");
 }
 

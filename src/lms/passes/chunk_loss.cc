@@ -16,9 +16,10 @@ namespace {
 // The loss's head as found, by name (erasing the old nodes renumbers the values).
 struct Head {
   std::string loss, logits, h, w, labels;  // value names
+  std::string bias;                        // the bias added to the logits' last axis, if any
   Attributes matmul;                       // the projection's attributes (transposes)
   int64_t rows = 0, width = 0;             // N and K: the logits' rows, h's last dimension
-  std::vector<bool> dead;                  // the nodes replaced: the loss, the projection, the reshape between
+  std::vector<bool> dead;                  // the nodes replaced: the loss, the projection, a reshape, a bias_add
 };
 
 bool read_once(const Graph& g, ValueId v) { return g.value(v).consumers.size() == 1; }
@@ -43,13 +44,25 @@ Result<Head> find_head(const Graph& g) {
   head.dead[g.value(loss).producer.v] = true;
   auto not_projected = [&] {
     return fail("the loss's logits %{} are not a matmul of [N, K] rows (or of [..., K] reshaped to N rows) by a "
-                "[K, classes] matrix read by nothing else",
+                "[K, classes] matrix (and a bias) read by nothing else",
                 head.logits);
   };
   if (!read_once(g, logits) || g.value(loss).consumers.size() > 0) return not_projected();
-  if (g.node(g.value(logits).producer).op == Op::reshape) {
-    head.dead[g.value(logits).producer.v] = true;
-    logits = g.node(g.value(logits).producer).inputs[0];
+  // Back through a reshape to N rows and a bias over the classes, in either order, each read by the next only.
+  for (bool reshaped = false, biased = false;;) {
+    const NodeId p = g.value(logits).producer;
+    const Node& node = g.node(p);
+    const int64_t last = g.value(logits).type.rank() - 1, axis = node.attrs.get_int("axis", -1);
+    if (node.op == Op::reshape && !reshaped) {
+      reshaped = true;
+    } else if (node.op == Op::bias_add && !biased && (axis == -1 || axis == last)) {
+      biased = true;
+      head.bias = g.value(node.inputs[1]).name;
+    } else {
+      break;
+    }
+    head.dead[p.v] = true;
+    logits = node.inputs[0];
     if (!read_once(g, logits)) return not_projected();
   }
   const NodeId mm = g.value(logits).producer;
@@ -81,6 +94,7 @@ Result<void> chunk_loss(Graph& g, int64_t chunks) {
   Builder b(g);
   b.set_category(Category::fwd);
   ValueId h = *g.find_value(head.h), w = *g.find_value(head.w), labels = *g.find_value(head.labels);
+  const ValueId bias = head.bias.empty() ? ValueId{} : *g.find_value(head.bias);
   if (g.value(h).type.rank() != 2)
     h = b.op(Op::reshape, {h}, attrs({{"shape", IntList{head.rows, head.width}}}), head.logits + ".rows");
   ValueId loss;
@@ -89,7 +103,8 @@ Result<void> chunk_loss(Graph& g, int64_t chunks) {
     const Attributes rows = attrs({{"axis", int64_t{0}}, {"start", start}, {"end", end}});
     const std::string suffix = fmt::format(".{}", i);
     ValueId block = b.op(Op::slice, {h}, rows, head.logits + suffix + ".in");
-    ValueId z = b.op(Op::matmul, {block, w}, head.matmul, head.logits + suffix);
+    ValueId z = b.op(Op::matmul, {block, w}, head.matmul, head.logits + suffix + (bias.valid() ? ".matmul" : ""));
+    if (bias.valid()) z = b.op(Op::bias_add, {z, bias}, attrs({{"axis", int64_t{-1}}}), head.logits + suffix);
     ValueId part = b.op(Op::cross_entropy, {z, b.op(Op::slice, {labels}, rows, head.labels + suffix)}, {},
                         head.loss + suffix);
     const double weight = static_cast<double>(end - start) / static_cast<double>(head.rows);

@@ -1,8 +1,9 @@
 // The `chunk-loss` pass: where a forward graph's loss is the cross-entropy of a projection's logits,
 // loss = cross_entropy(matmul(h, W), labels) with h [N, K] and W [K, V] (or transposed), or with h [..., K] whose
-// [..., V] product is reshaped to [N, V] (a language model's head over [batch, seq] tokens), it computes the loss
-// over `chunks` blocks of rows instead: per block of rows [s, e), h_i = slice(h), z_i = matmul(h_i, W), l_i =
-// cross_entropy(z_i, labels_i), and loss = sum of l_i * (e - s) / N. No op then reads or writes more than one
+// [..., V] product is reshaped to [N, V] (a language model's head over [batch, seq] tokens), and optionally a bias
+// over V added, it computes the loss over `chunks` blocks of rows instead: per block of rows [s, e), h_i =
+// slice(h), z_i = matmul(h_i, W) (+ the bias), l_i = cross_entropy(z_i, labels_i), and loss = sum of
+// l_i * (e - s) / N. No op then reads or writes more than one
 // block's logits or their gradient; at GPT-2's vocabulary those are the step's largest tensors (196 KiB a token)
 // and the largest op's set the smallest budget any plan can meet. The blocks' logits are separate values, so a
 // memory strategy can remake each for its backward reader (recompute) instead of keeping them all; kept, they
