@@ -4,7 +4,7 @@
 // stream threads), and on the cuda backend when a GPU is present. Under a budget the no-swap plan exceeds, the searched
 // plan fits, the measured peak stays within it, and the losses are still those of the unconstrained run. The same for
 // auto (its swaps and recomputations, the segments that remake block outputs, and backward values swapped), for
-// outputs written over their inputs' buffers, and for a loss computed in blocks.
+// outputs written over their inputs' buffers, and for a loss and attention computed in blocks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "backends/gpu_presence.h"
 #include "lms/models/models.h"
@@ -345,35 +347,43 @@ TEST(AutoTraining, SwappedBackwardValuesAreBitIdentical) {
   }
 }
 
-// The loss over blocks of tokens (passes/chunk_loss.h): a GPT whose head's logits set the unchunked graph's hard
-// minimum trains, with the loss in 8 blocks, under a budget an eighth of the way from the chunked graph's minimum
-// to its unconstrained peak, below the unchunked minimum: auto remakes or swaps blocks' logits, the measured peak
-// is the planned one, and the losses and parameters are those of the chunked graph without a budget (bit for bit),
-// whose losses are the unchunked graph's within rounding.
-TEST(AutoTraining, ChunkedLossFitsBelowTheUnchunkedMinimum) {
+// The loss over blocks of tokens (passes/chunk_loss.h), then attention over blocks of its matrices too
+// (passes/chunk_attention.h): a GPT whose head's logits set the unchunked graph's hard minimum (and, once the loss is
+// in blocks, whose attention probabilities set it) trains under a budget one byte below the previous graph's hard
+// minimum: auto remakes or swaps blocks, the
+// measured peak is the planned one, and the losses and parameters are those of the same chunked graph without a
+// budget (bit for bit), whose losses are the unchunked graph's within rounding.
+TEST(AutoTraining, ChunkedLossAndAttentionFitBelowTheUnchunkedMinimum) {
   Case c = gpt();
   c.options.vocab = 2000;
+  c.options.seq = 256;
+  c.options.batch = 2;
   for (const std::string& device : training_devices()) {
     const TrainReport whole = train_case(c, device, TrainOptions{});
-    TrainOptions chunked;
-    chunked.training.loss_chunks = 8;
-    const TrainReport base = train_case(c, device, chunked);
-    ASSERT_EQ(base.losses.size(), whole.losses.size());
-    for (size_t i = 0; i < whole.losses.size(); ++i)
-      EXPECT_NEAR(base.losses[i], whole.losses[i], 1e-5 * std::abs(whole.losses[i])) << device << " step " << i;
-    EXPECT_LT(base.min_budget_bytes, whole.min_budget_bytes) << device;
+    TrainReport previous = whole;
+    for (auto [loss_chunks, attention_chunks] : {std::pair{8, 1}, std::pair{8, 4}}) {
+      const std::string what = fmt::format("gpt with {} loss and {} attention chunks on {}", loss_chunks,
+                                           attention_chunks, device);
+      TrainOptions chunked;
+      chunked.training.loss_chunks = loss_chunks;
+      chunked.training.attention_chunks = attention_chunks;
+      const TrainReport base = train_case(c, device, chunked);
+      ASSERT_EQ(base.losses.size(), whole.losses.size());
+      for (size_t i = 0; i < whole.losses.size(); ++i)
+        EXPECT_NEAR(base.losses[i], whole.losses[i], 1e-5 * std::abs(whole.losses[i])) << what << ", step " << i;
+      EXPECT_LT(base.min_budget_bytes, previous.min_budget_bytes) << what;
 
-    TrainOptions o = chunked;
-    o.strategy = Strategy::automatic;
-    o.device_model = *device_model("h100-pcie5");
-    o.budget_bytes = base.min_budget_bytes + (base.planned_peak_bytes - base.min_budget_bytes) / 8;
-    ASSERT_LT(o.budget_bytes, whole.min_budget_bytes) << device;
-    const TrainReport r = train_case(c, device, o);
-    const std::string what = "gpt with 8 loss chunks on " + device + "; took " + r.auto_source;
-    EXPECT_GT(r.recomputed_tensors + r.swapped_tensors, 0) << what;
-    EXPECT_EQ(r.peak_device_bytes, r.planned_peak_bytes) << what << ": measured";
-    EXPECT_LE(r.planned_peak_bytes, o.budget_bytes) << what;
-    expect_identical(r, base, what);
+      TrainOptions o = chunked;
+      o.strategy = Strategy::automatic;
+      o.device_model = *device_model("h100-pcie5");
+      o.budget_bytes = previous.min_budget_bytes - 1;
+      const TrainReport r = train_case(c, device, o);
+      EXPECT_GT(r.recomputed_tensors + r.swapped_tensors, 0) << what << "; took " << r.auto_source;
+      EXPECT_EQ(r.peak_device_bytes, r.planned_peak_bytes) << what << ": measured";
+      EXPECT_LE(r.planned_peak_bytes, o.budget_bytes) << what;
+      expect_identical(r, base, what);
+      previous = base;
+    }
   }
 }
 

@@ -44,7 +44,7 @@ struct TrainCmd {
   double lr = 0, momentum = 0.9, weight_decay = 0;
   bool nesterov = false;
   bool no_argmax_pool = false;
-  int64_t loss_chunks = 1;
+  int64_t loss_chunks = 1, attention_chunks = 1;
   std::string save, load;
   std::string trace;  // empty: no trace
   bool json = false;
@@ -100,6 +100,7 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   o.training.optimizer.nesterov = c.nesterov;
   o.training.argmax_pool = !c.no_argmax_pool;
   o.training.loss_chunks = c.loss_chunks;
+  o.training.attention_chunks = c.attention_chunks;
   o.data.kind = c.data;
   o.data.dir = c.data_dir;
   o.seed = c.seed;
@@ -288,6 +289,7 @@ void add_train_command(CLI::App& root, int& exit_code) {
   sub->add_option("--weight-decay", c->weight_decay, "L2 penalty added to the gradient")->capture_default_str();
   sub->add_flag("--no-argmax-pool", c->no_argmax_pool, kNoArgmaxPoolHelp);
   sub->add_option("--loss-chunks", c->loss_chunks, kLossChunksHelp)->check(CLI::PositiveNumber);
+  sub->add_option("--attention-chunks", c->attention_chunks, kAttentionChunksHelp)->check(CLI::PositiveNumber);
   sub->add_option("--save", c->save, "Write the trained parameters and state to this .npz file");
   sub->add_option("--load", c->load, "Start from the parameters and state in this .npz file");
   sub->add_option("--trace", c->trace,

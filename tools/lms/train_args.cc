@@ -17,13 +17,14 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
                                     "--train: L2 penalty added to the gradient (default 0)");
   app->add_flag("--no-argmax-pool", a.no_argmax_pool, kNoArgmaxPoolHelp);
   app->add_option("--loss-chunks", a.loss_chunks, kLossChunksHelp)->check(CLI::PositiveNumber);
+  app->add_option("--attention-chunks", a.attention_chunks, kAttentionChunksHelp)->check(CLI::PositiveNumber);
 }
 
 Result<std::optional<TrainingOptions>> resolve_train(const TrainArgs& a) {
   if (a.optimizer.empty()) {
-    if (a.lr || a.momentum || a.weight_decay || a.no_argmax_pool || a.loss_chunks != 1)
-      return fail("--lr, --momentum, --weight-decay, --no-argmax-pool and --loss-chunks need --train "
-                  "sgd|momentum|adam");
+    if (a.lr || a.momentum || a.weight_decay || a.no_argmax_pool || a.loss_chunks != 1 || a.attention_chunks != 1)
+      return fail("--lr, --momentum, --weight-decay, --no-argmax-pool, --loss-chunks and --attention-chunks need "
+                  "--train sgd|momentum|adam");
     return std::optional<TrainingOptions>{};
   }
   auto kind = parse_optimizer(a.optimizer);
@@ -39,6 +40,7 @@ Result<std::optional<TrainingOptions>> resolve_train(const TrainArgs& a) {
   if (a.weight_decay) t.optimizer.weight_decay = *a.weight_decay;
   t.argmax_pool = !a.no_argmax_pool;
   t.loss_chunks = a.loss_chunks;
+  t.attention_chunks = a.attention_chunks;
   if (auto ok = check_optimizer_options(t.optimizer); !ok) return std::unexpected(ok.error());
   return std::optional<TrainingOptions>{t};
 }

@@ -21,6 +21,7 @@ struct TrainArgs {
   std::optional<double> weight_decay;  // --weight-decay
   bool no_argmax_pool = false;        // --no-argmax-pool: TrainingOptions::argmax_pool off
   int64_t loss_chunks = 1;            // --loss-chunks: TrainingOptions::loss_chunks
+  int64_t attention_chunks = 1;       // --attention-chunks: TrainingOptions::attention_chunks
 };
 
 // The help of --no-argmax-pool (also a flag of `lms train`).
@@ -33,6 +34,12 @@ inline constexpr const char* kLossChunksHelp =
     "Compute the cross-entropy of a language model's head (or any loss of a matmul's logits) over N blocks of "
     "tokens, each block's logits a tensor of its own that auto can remake in the backward pass instead of "
     "keeping all of them (the chunk-loss pass; close to the unchunked loss, not bit-identical; default 1: off)";
+
+// The help of --attention-chunks (also a flag of `lms train`).
+inline constexpr const char* kAttentionChunksHelp =
+    "Compute every attention core (softmax(q k^T) v) over N blocks of its attention matrices (batch x heads), each "
+    "block's scores and probabilities tensors of their own that auto can remake in the backward pass (the "
+    "chunk-attention pass; the same ops on the same rows; default 1: off)";
 
 void add_train_options(CLI::App* app, TrainArgs& args);
 

@@ -13,6 +13,7 @@
 #include "lms/ir/builder.h"
 #include "lms/ir/verifier.h"
 #include "lms/passes/argmax_pool.h"
+#include "lms/passes/chunk_attention.h"
 #include "lms/passes/chunk_loss.h"
 
 namespace lms {
@@ -147,6 +148,7 @@ Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& 
   LMS_TRY_VOID(check_optimizer_options(opts.optimizer));
   Graph g = forward;
   if (auto r = chunk_loss(g, opts.loss_chunks); !r) return wrap("loss chunks", r.error());
+  if (auto r = chunk_attention(g, opts.attention_chunks); !r) return wrap("attention chunks", r.error());
   ValueId loss = LMS_TRY(loss_of(g));
   std::vector<ValueId> params;
   std::vector<NodeId> batch_norms;
@@ -190,6 +192,8 @@ std::vector<AttrSpec> training_option_specs() {
        "keep a relu-then-max-pool's argmax positions, not the relu's output, for the backward pass"},
       {"loss_chunks", AttrKind::Int, Attribute{int64_t{1}},
        "compute the loss over this many blocks of its logits' rows (chunk-loss pass; not bit-identical)"},
+      {"attention_chunks", AttrKind::Int, Attribute{int64_t{1}},
+       "compute every attention core over this many blocks of its attention matrices (chunk-attention pass)"},
   };
 }
 
@@ -210,6 +214,7 @@ Result<TrainingOptions> training_options_from(const Attributes& a) {
   t.bn_running_stats = a.get_bool("bn_running_stats", t.bn_running_stats);
   t.argmax_pool = a.get_bool("argmax_pool", t.argmax_pool);
   t.loss_chunks = a.get_int("loss_chunks", t.loss_chunks);
+  t.attention_chunks = a.get_int("attention_chunks", t.attention_chunks);
   LMS_TRY_VOID(check_optimizer_options(o));
   return t;
 }

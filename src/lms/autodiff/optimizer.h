@@ -44,6 +44,8 @@ struct TrainingOptions {
   bool argmax_pool = true;        // run the argmax-pool pass (passes/argmax_pool.h): bit-identical, less memory
   int64_t loss_chunks = 1;        // > 1: the loss over this many blocks of its logits' rows (passes/chunk_loss.h);
                                   // less memory with recomputation, not bit-identical to 1
+  int64_t attention_chunks = 1;   // > 1: every attention core over this many blocks of its attention matrices
+                                  // (passes/chunk_attention.h); less memory with recomputation
 };
 
 // Checks the options' ranges; errors name the option as the command line spells it ("lr", "weight-decay").
@@ -56,11 +58,12 @@ Result<void> check_optimizer_options(const OptimizerOptions& o);
 // (zeros), "<bn>.running_var" (ones) and a bn_running_update (upd). Parameters the loss does not depend on get
 // no update. With `argmax_pool`, a relu followed by a max pooling keeps the pooling's argmax positions for the
 // backward pass instead of the relu's output (passes/argmax_pool.h); with `loss_chunks` > 1 the loss is first
-// split into blocks of rows (passes/chunk_loss.h). The outputs are [loss]. The result verifies.
+// split into blocks of rows (passes/chunk_loss.h), and with `attention_chunks` > 1 every attention core into blocks
+// of its attention matrices (passes/chunk_attention.h). The outputs are [loss]. The result verifies.
 Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& opts);
 
 // The `train` pass's options (docs/autodiff.md): optimizer, lr, momentum, weight_decay, nesterov, beta1,
-// beta2, eps, bn_running_stats, argmax_pool, loss_chunks; and reading them (normalized) back into TrainingOptions.
+// beta2, eps, bn_running_stats, argmax_pool, loss_chunks, attention_chunks; and reading them (normalized) back into TrainingOptions.
 std::vector<AttrSpec> training_option_specs();
 Result<TrainingOptions> training_options_from(const Attributes& options);
 

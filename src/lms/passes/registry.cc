@@ -6,6 +6,7 @@
 #include "lms/autodiff/passes.h"
 #include "lms/ir/verifier.h"
 #include "lms/passes/argmax_pool.h"
+#include "lms/passes/chunk_attention.h"
 #include "lms/passes/chunk_loss.h"
 #include "lms/passes/dce.h"
 #include "lms/passes/pass.h"
@@ -43,6 +44,9 @@ const std::vector<PassInfo>& registry() {
        "computes a cross-entropy loss of a projection's logits over blocks of rows, each block's logits a value of "
        "its own (not bit-identical: the blocks' means are weighted)",
        chunk_loss_options(), run_chunk_loss_pass},
+      {"chunk-attention",
+       "computes every attention core (softmax of q k^T, times v) over blocks of its batched attention matrices",
+       chunk_attention_options(), run_chunk_attention_pass},
       {"tflms-swap", "inserts TFLMS swap_out/swap_in pairs for tensors read far away (docs/tflms.md)",
        tflms_swap_options(), run_tflms_swap_pass},
       {"tflms-triggers", "adds each untriggered swap_in's TFLMS trigger edge and moves it after the trigger",
