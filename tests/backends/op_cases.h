@@ -151,6 +151,8 @@ inline const std::vector<OpCase> kCases = {
     {"softmax", Op::softmax, {{3, 17}}, {}},
     {"softmax_axis1", Op::softmax, {{2, 6, 3}}, A({{"axis", I(1)}})},
     {"softmax_causal", Op::softmax, {{2, 5, 5}}, A({{"causal", B(true)}})},
+    // Rows [2, 5) of a causal 5-column matrix (the chunk-attention pass's blocks of query rows).
+    {"softmax_causal_offset", Op::softmax, {{2, 3, 5}}, A({{"causal", B(true)}, {"causal_offset", I(2)}})},
     // Pooling (each also checked as its grad).
     {"max_pool1d", Op::max_pool1d, {{2, 3, 11}}, A({{"kernel", L({3})}, {"stride", L({2})}, {"pad", L({1})}})},
     {"max_pool2d", Op::max_pool2d, {{2, 3, 9, 9}}, A({{"kernel", L({3, 3})}, {"stride", L({2, 2})}, {"pad", L({1, 1})}})},

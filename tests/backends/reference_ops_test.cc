@@ -200,6 +200,10 @@ TEST(ReferenceOps, Softmax) {
   // A huge masked value must not leak into the row (masked means -inf, whatever x holds).
   HostTensor causal = run1(Op::softmax, {f32({1, 2, 3}, {0, 100, 100, 0, 0, 100})}, A({{"causal", B(true)}}));
   EXPECT_TRUE(near(causal, {1, 0, 0, 0.5, 0.5, 0}, 0));
+  // The same two rows as rows 1 and 2 of a causal matrix (causal_offset 1): they keep 2 and 3 columns.
+  HostTensor offset = run1(Op::softmax, {f32({1, 2, 3}, {0, 0, 100, 0, 0, 0})},
+                           A({{"causal", B(true)}, {"causal_offset", I(1)}}));
+  EXPECT_TRUE(near(offset, {0.5, 0.5, 0, 1.0 / 3, 1.0 / 3, 1.0 / 3}, 1e-7));
 }
 
 TEST(ReferenceOps, Embedding) {

@@ -90,6 +90,8 @@ TEST(ShapeDataMovement, Softmax) {
   EXPECT_TRUE(gives(infer(Op::softmax, {f32({2, 10, 3})}, A({{"axis", I(1)}})), {f32({2, 10, 3})}));
   EXPECT_TRUE(gives(infer(Op::softmax, {f32({2, 4, 8, 8})}, A({{"causal", true}})), {f32({2, 4, 8, 8})}));
   EXPECT_TRUE(gives(infer(Op::softmax, {f32({1, 3, 5})}, A({{"causal", true}, {"axis", I(2)}})), {f32({1, 3, 5})}));
+  EXPECT_TRUE(gives(infer(Op::softmax, {f32({1, 3, 5})}, A({{"causal", true}, {"causal_offset", I(2)}})),
+                    {f32({1, 3, 5})}));
   expect_errors({
       {Op::softmax, {i32({2, 3})}, {}, {"softmax", "floating-point"}},
       {Op::softmax, {f32({2, 3})}, A({{"axis", I(2)}}), {"'axis' = 2", "f32[2,3]"}},
@@ -97,6 +99,9 @@ TEST(ShapeDataMovement, Softmax) {
       {Op::softmax, {f32({4, 4})}, A({{"causal", true}, {"axis", I(0)}}), {"causal", "axis 0", "last"}},
       {Op::softmax, {f32({4})}, A({{"causal", true}}), {"causal", "rank >= 2"}},
       {Op::softmax, {f32({2, 6, 5})}, A({{"causal", true}}), {"6 rows > 5 columns"}},
+      {Op::softmax, {f32({2, 3, 5})}, A({{"causal", true}, {"causal_offset", I(3)}}), {"3 rows from row 3 > 5"}},
+      {Op::softmax, {f32({2, 3, 5})}, A({{"causal", true}, {"causal_offset", I(-1)}}), {"causal_offset", ">= 0"}},
+      {Op::softmax, {f32({2, 3, 5})}, A({{"causal_offset", I(1)}}), {"causal_offset 1 needs causal"}},
   });
 }
 

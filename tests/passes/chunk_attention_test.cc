@@ -1,11 +1,15 @@
 // The chunk-attention pass: which attention cores it splits and how (GPT's scaled [B, H, S, d] attention, ViT's
-// ONNX [B*H, S, d] one), that the output and every gradient of the split graph are the unsplit graph's bit for bit
-// on the reference interpreter (the same ops on the same rows), and what it leaves alone.
+// ONNX [B*H, S, d] one; blocks of matrices, or of a matrix's query rows), that the output and every gradient of the
+// split graph are the unsplit graph's on the reference interpreter (bit for bit: the same ops on the same rows; k's
+// and v's gradients, summed over row blocks, within rounding), and what it leaves alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "backends/reference_test_util.h"
 #include "lms/autodiff/autodiff.h"
@@ -78,17 +82,43 @@ TEST(ChunkAttention, SplitsTheAttentionMatricesIntoBlocks) {
   EXPECT_EQ(g.node(g.value(ctx.inputs[0]).producer).op, Op::concat);
   EXPECT_FALSE(g.find_value("probs").has_value());
   EXPECT_FALSE(g.find_value("scores").has_value());
-  // With three leading axes already one, the context is the concat itself; more chunks than matrices give one
-  // block per matrix.
-  Graph vit = split(kVit, 8, 1);
-  EXPECT_EQ(count_op(vit, Op::softmax), 4);
+  // With the leading axes already one, the context is the concat itself.
+  Graph vit = split(kVit, 2, 1);
+  EXPECT_EQ(count_op(vit, Op::softmax), 2);
   EXPECT_EQ(count_op(vit, Op::reshape), 0);
   EXPECT_EQ(vit.node(vit.value(*vit.find_value("ctx")).producer).op, Op::concat);
   // One chunk changes nothing.
   EXPECT_EQ(print_graph(split(kGpt, 1, 0)), print_graph(parse(kGpt)));
 }
 
-void expect_same_values(std::string_view text, int64_t chunks, const std::map<std::string, HostTensor>& feeds) {
+// More chunks than attention matrices: each matrix alone, its query rows in ceil(chunks / P) blocks, a causal
+// block's mask offset by its first row; one matrix: its row blocks are the whole.
+TEST(ChunkAttention, RowBlocksOfACausalMatrixStartTheirMaskAtTheirFirstRow) {
+  Graph g = split(kGpt, 12, 1);  // six matrices of five rows: rows [0, 2) and [2, 5) of each
+  EXPECT_EQ(count_op(g, Op::softmax), 12);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 2; ++j) {
+      const auto p = g.find_value(fmt::format("probs.{}.{}", i, j));
+      ASSERT_TRUE(p.has_value()) << print_graph(g);
+      EXPECT_EQ(g.value(*p).type.shape, (Shape{1, j == 0 ? 2 : 3, 5}));
+      const Node& sm = g.node(g.value(*p).producer);
+      EXPECT_TRUE(sm.attrs.get_bool("causal", false));
+      EXPECT_EQ(sm.attrs.get_int("causal_offset", 0), j == 0 ? 0 : 2);
+    }
+  std::string one(kVit);  // a single [3, 3] matrix
+  for (size_t at = one.find("f64[4,"); at != std::string::npos; at = one.find("f64[4,")) one.replace(at, 6, "f64[1,");
+  Graph single = split(one, 3, 1);
+  EXPECT_EQ(count_op(single, Op::softmax), 3);
+  EXPECT_EQ(count_op(single, Op::slice), 3);  // q's rows; k and v whole
+  const Node& ctx = single.node(single.value(*single.find_value("ctx")).producer);
+  EXPECT_EQ(ctx.op, Op::concat);
+  EXPECT_EQ(ctx.attrs.get_int("axis", 0), 1);
+}
+
+// The loss and every gradient, split and unsplit, over the same feeds: bit for bit, but for the values named in
+// `summed` (read by several blocks: their gradients are sums over the blocks, in another order) within 1e-13.
+void expect_same_values(std::string_view text, int64_t chunks, const std::map<std::string, HostTensor>& feeds,
+                        const std::vector<std::string>& summed = {}) {
   auto gradients = [](const Graph& forward) {
     auto g = build_gradient_graph(forward, {});
     EXPECT_TRUE(g.has_value()) << g.error().str();
@@ -102,15 +132,23 @@ void expect_same_values(std::string_view text, int64_t chunks, const std::map<st
   for (size_t o = 0; o < whole.outputs().size(); ++o) {
     const std::string name = whole.value(whole.outputs()[o]).name;
     EXPECT_EQ(blocks.value(blocks.outputs()[o]).name, name);
-    EXPECT_EQ((*got)[blocks.outputs()[o].v].data, (*want)[whole.outputs()[o].v].data) << name << " differs";
+    const HostTensor &a = (*want)[whole.outputs()[o].v], &b = (*got)[blocks.outputs()[o].v];
+    if (std::ranges::find(summed, name) == summed.end()) {
+      EXPECT_EQ(b.data, a.data) << name << " differs";
+      continue;
+    }
+    for (int64_t i = 0; i < a.type.num_elements(); ++i)
+      EXPECT_NEAR(b.get(i), a.get(i), 1e-13 * std::max(1.0, std::abs(a.get(i)))) << name << "[" << i << "]";
   }
 }
 
 TEST(ChunkAttention, OutputAndGradientsAreTheUnsplitGraphsOnTheReference) {
-  expect_same_values(kGpt, 4,
-                     {{"q", ref_test::random(DType::f64, {2, 3, 5, 4}, 1, -2, 2)},
-                      {"k", ref_test::random(DType::f64, {2, 3, 5, 4}, 2, -2, 2)},
-                      {"v", ref_test::random(DType::f64, {2, 3, 5, 4}, 3)}});
+  const std::map<std::string, HostTensor> gpt = {{"q", ref_test::random(DType::f64, {2, 3, 5, 4}, 1, -2, 2)},
+                                                 {"k", ref_test::random(DType::f64, {2, 3, 5, 4}, 2, -2, 2)},
+                                                 {"v", ref_test::random(DType::f64, {2, 3, 5, 4}, 3)}};
+  expect_same_values(kGpt, 4, gpt);
+  // Row blocks: every row computed as before, k's and v's gradients summed over the row blocks that read them.
+  expect_same_values(kGpt, 12, gpt, {"k.grad", "v.grad"});
   expect_same_values(kVit, 3,
                      {{"q", ref_test::random(DType::f64, {4, 3, 2}, 4, -2, 2)},
                       {"kt", ref_test::random(DType::f64, {4, 2, 3}, 5, -2, 2)},
@@ -134,9 +172,16 @@ TEST(ChunkAttention, LeavesOtherShapesAlone) {
   std::string read_twice(kVit);  // the probabilities read by something else too
   read_twice.replace(read_twice.find("  %loss ="), 0, "  %p2 = relu(%probs) : f64[4,3,3]\n");
   untouched(read_twice);
-  std::string one(kVit);  // a single attention matrix
-  for (size_t at = one.find("f64[4,"); at != std::string::npos; at = one.find("f64[4,")) one.replace(at, 6, "f64[1,");
-  untouched(one);
+  untouched(R"(graph attn {
+    %q = param() : f64[1,1,2]
+    %kt = param() : f64[1,2,3]
+    %v = param() : f64[1,3,2]
+    %scores = matmul(%q, %kt) : f64[1,1,3]
+    %probs = softmax(%scores) {axis = 2} : f64[1,1,3]
+    %ctx = matmul(%probs, %v) : f64[1,1,2]
+    %loss = reduce_sum(%ctx) : f64[]
+    return %loss
+  })");  // one matrix of one query row: nothing to split
   Graph g = parse(kGpt);
   EXPECT_FALSE(chunk_attention(g, 0).has_value());
 }

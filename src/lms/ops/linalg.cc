@@ -128,10 +128,13 @@ Result<std::vector<TensorType>> softmax_shape(const OpCall& c) {
     if (x.rank() < 2 || axis != x.rank() - 1)
       return fail("causal softmax needs rank >= 2 and axis the last dimension, got axis {} of {}", c.i("axis"),
                   to_string(x));
-    int64_t rows = x.shape[x.rank() - 2], cols = x.shape[x.rank() - 1];
-    if (rows > cols)
-      return fail("causal softmax of {} has {} rows > {} columns; it needs rows <= columns", to_string(x), rows,
-                  cols);
+    int64_t rows = x.shape[x.rank() - 2], cols = x.shape[x.rank() - 1], offset = c.i("causal_offset");
+    if (offset < 0) return fail("causal softmax causal_offset must be >= 0, got {}", offset);
+    if (rows + offset > cols)
+      return fail("causal softmax of {} has {} rows{} > {} columns; it needs rows + causal_offset <= columns",
+                  to_string(x), rows, offset > 0 ? fmt::format(" from row {}", offset) : "", cols);
+  } else if (c.i("causal_offset") != 0) {
+    return fail("softmax causal_offset {} needs causal = true", c.i("causal_offset"));
   }
   return std::vector<TensorType>{x};
 }
@@ -228,6 +231,9 @@ void define_linalg_ops(OpTable& t) {
         {"axis", AttrKind::Int, Attribute{int64_t{-1}}, "the axis normalized over; negative counts from the end"},
         {"causal", AttrKind::Bool, Attribute{false},
          "mask [..., i, j] with j > i (as -inf); needs axis last, rank >= 2, rows <= columns"},
+        {"causal_offset", AttrKind::Int, Attribute{int64_t{0}},
+         "causal: mask j > i + causal_offset instead (rows [offset, offset + rows) of a larger causal matrix); "
+         "needs rows + offset <= columns"},
     };
     d.reusable_input = 0;
     d.shape = softmax_shape;

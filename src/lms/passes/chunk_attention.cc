@@ -73,36 +73,57 @@ ValueId flat(Builder& b, ValueId x, int64_t matrices) {
               free_name(b.graph(), b.graph().value(x).name, "flat"));
 }
 
-// Adds the blocks of `core` (new nodes, at the end) and turns its context node into their join.
+// Adds the blocks of `core` (new nodes, at the end) and turns its context node into their join: groups of whole
+// attention matrices when `chunks` <= P, else each matrix alone with its query rows in ceil(chunks / P) blocks.
 void split(Graph& g, const Core& core, int64_t chunks) {
   Builder b(g);
   b.set_category(Category::fwd);
-  const int64_t n = std::min(chunks, core.matrices), P = core.matrices;
+  const int64_t P = core.matrices, groups = std::min(chunks, P), S = b.type(core.q).shape.end()[-2];
+  const int64_t row_blocks = chunks > P ? std::min(S, (chunks + P - 1) / P) : 1;
   const ValueId q = flat(b, core.q, P), k = flat(b, core.k, P), v = flat(b, core.v, P);
   // Copied out: adding nodes may move the node storage.
   const Node sc = g.node(core.scores), sm = g.node(core.softmax), ctx = g.node(core.context);
   const std::optional<Node> scale = core.scaled.valid() ? std::optional<Node>(g.node(core.scaled)) : std::nullopt;
   auto name_of = [&](const Node& node) { return g.value(node.outputs[0]).name; };
   const std::string name = name_of(ctx);
-  std::vector<ValueId> blocks;
-  for (int64_t i = 0; i < n; ++i) {
-    const Attributes rows = attrs({{"axis", int64_t{0}}, {"start", i * P / n}, {"end", (i + 1) * P / n}});
-    const std::string at = fmt::format(".{}", i);
-    auto part = [&](ValueId x, std::string_view what) {
-      return b.op(Op::slice, {x}, rows, fmt::format("{}.{}{}", name, what, at));
-    };
-    const ValueId qi = part(q, "q"), ki = part(k, "k"), vi = part(v, "v");
+  const bool causal = sm.attrs.get_bool("causal", false);
+  auto slice = [&](ValueId x, int64_t axis, int64_t start, int64_t end, std::string n) {
+    return b.op(Op::slice, {x}, attrs({{"axis", axis}, {"start", start}, {"end", end}}), std::move(n));
+  };
+  // One block: the rows of qi against ki and vi; `first` is its first query row.
+  auto block = [&](ValueId qi, ValueId ki, ValueId vi, int64_t first, const std::string& at) {
     ValueId t = b.op(Op::matmul, {qi, ki}, sc.attrs, name_of(sc) + at);
     if (scale) t = b.op(Op::scale, {t}, scale->attrs, name_of(*scale) + at);
-    const ValueId p = b.op(Op::softmax, {t}, sm.attrs, name_of(sm) + at);
-    blocks.push_back(b.op(Op::matmul, {p, vi}, ctx.attrs, name + at));
+    Attributes sa = sm.attrs;
+    if (causal && first > 0) sa.set("causal_offset", Attribute{sa.get_int("causal_offset", 0) + first});
+    return b.op(Op::matmul, {b.op(Op::softmax, {t}, sa, name_of(sm) + at), vi}, ctx.attrs, name + at);
+  };
+  std::vector<ValueId> joined;
+  for (int64_t i = 0; i < groups; ++i) {
+    const int64_t a = i * P / groups, e = (i + 1) * P / groups;
+    const std::string at = fmt::format(".{}", i);
+    auto part = [&](ValueId x, const char* what) { return groups == 1 ? x : slice(x, 0, a, e, name + what + at); };
+    const ValueId qi = part(q, ".q"), ki = part(k, ".k"), vi = part(v, ".v");
+    if (row_blocks == 1) {
+      joined.push_back(block(qi, ki, vi, 0, at));
+      continue;
+    }
+    std::vector<ValueId> rows;
+    for (int64_t j = 0; j < row_blocks; ++j) {
+      const int64_t r0 = j * S / row_blocks, r1 = (j + 1) * S / row_blocks;
+      const std::string atj = fmt::format("{}.{}", at, j);
+      rows.push_back(block(slice(qi, 1, r0, r1, name + ".q" + atj), ki, vi, r0, atj));
+    }
+    if (groups == 1) joined = std::move(rows);  // one matrix: its rows are the whole
+    else joined.push_back(b.op(Op::concat, rows, attrs({{"axis", int64_t{1}}}), name + ".rows" + at));
   }
+  const int64_t axis = groups == 1 ? 1 : 0;  // what `joined` tiles: matrices, or one matrix's rows
   const Shape shape = g.value(ctx.outputs[0]).type.shape;
-  std::vector<ValueId> inputs = blocks;
-  if (shape.size() > 3) inputs = {b.op(Op::concat, blocks, attrs({{"axis", int64_t{0}}}), name + ".blocks")};
-  Node& joined = g.mutable_node(core.context);
-  joined.op = shape.size() == 3 ? Op::concat : Op::reshape;
-  joined.attrs = shape.size() == 3 ? attrs({{"axis", int64_t{0}}}) : attrs({{"shape", IntList(shape.begin(), shape.end())}});
+  std::vector<ValueId> inputs = joined;
+  if (shape.size() > 3) inputs = {b.op(Op::concat, joined, attrs({{"axis", axis}}), name + ".blocks")};
+  Node& out = g.mutable_node(core.context);
+  out.op = shape.size() == 3 ? Op::concat : Op::reshape;
+  out.attrs = shape.size() == 3 ? attrs({{"axis", axis}}) : attrs({{"shape", IntList(shape.begin(), shape.end())}});
   g.set_inputs(core.context, std::move(inputs));
 }
 
@@ -113,7 +134,7 @@ Result<int> chunk_attention(Graph& g, int64_t chunks) {
   if (chunks == 1) return 0;
   std::vector<Core> cores;
   for (NodeId n : g.node_ids())
-    if (auto c = core_at(g, n); c && c->matrices > 1) cores.push_back(*c);
+    if (auto c = core_at(g, n); c && c->matrices * g.value(c->q).type.shape.end()[-2] > 1) cores.push_back(*c);
   if (cores.empty()) return 0;
   // The replaced nodes by their outputs' names (placing the new nodes renumbers everything).
   std::vector<std::string> replaced;

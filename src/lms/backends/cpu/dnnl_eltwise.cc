@@ -114,11 +114,12 @@ Result<int> softmax_axis(const KernelCall& call, const Shape& s) {
   return static_cast<int>(axis);
 }
 
-// Causal softmax over the last axis of x[..., R, W]: row i (the index along dim -2) keeps columns j <= i and
-// writes exact zeros elsewhere, like the reference.
+// Causal softmax over the last axis of x[..., R, W]: row i (the index along dim -2) keeps columns j <= i +
+// causal_offset and writes exact zeros elsewhere, like the reference.
 KernelPtr causal_softmax(DnnlContext& ctx, const KernelCall& call) {
   const Shape& s = in_shape(call, 0);
   const int64_t width = s.back(), rows = s[s.size() - 2], outer = product(s, 0, s.size() - 1);
+  const int64_t offset = call.attrs->get_int("causal_offset", 0);
   const float* x = in_f32(call, 0);
   float* y = out_f32(call, 0);
   auto k = std::make_unique<CpuKernel>(ctx);
@@ -126,7 +127,7 @@ KernelPtr causal_softmax(DnnlContext& ctx, const KernelCall& call) {
     for (int64_t o = 0; o < outer; ++o) {
       const float* xr = x + o * width;
       float* yr = y + o * width;
-      const int64_t kept = std::min(width, o % rows + 1);
+      const int64_t kept = std::min(width, o % rows + 1 + offset);
       float max = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < kept; ++j) max = std::max(max, xr[j]);
       float sum = 0;

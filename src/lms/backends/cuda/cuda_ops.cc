@@ -394,7 +394,8 @@ Result<OwnKernel> softmax(const Args& a, const Launcher& l) {
   const reference::AxisSplit s = reference::split_at(x.shape, axis);
   const int64_t rows = causal ? x.shape[static_cast<size_t>(x.rank() - 2)] : 1;
   return for_float(a, x.dtype, [&]<class T>() -> Result<OwnKernel> {
-    return single(l, Softmax<T>{in<T>(a, 0), out<T>(a, 0), s.dim, s.inner, causal, rows}, s.outer * s.inner);
+    return single(l, Softmax<T>{in<T>(a, 0), out<T>(a, 0), s.dim, s.inner, causal, rows, a.c.i("causal_offset")},
+                  s.outer * s.inner);
   });
 }
 

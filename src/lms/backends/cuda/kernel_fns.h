@@ -414,18 +414,18 @@ LMS_HD inline void coords3(int64_t at, const int64_t (&dims)[3], bool narrow, in
 // ---- softmax ----
 
 // One (outer, inner) line of x viewed as [outer, dim, inner] per index; causal: line o keeps the first
-// o % rows + 1 entries (rows = the size of dimension -2) and the rest are exactly 0.
+// o % rows + 1 + offset entries (rows = the size of dimension -2) and the rest are exactly 0.
 template <class T>
 struct Softmax {
   const T* x;
   T* y;
   int64_t dim, inner;
   bool causal;
-  int64_t rows;
+  int64_t rows, offset;
   LMS_HD void operator()(int64_t line) const {
     const int64_t o = line / inner, in = line % inner, base = o * dim * inner + in;
     int64_t kept = dim;
-    if (causal && o % rows + 1 < dim) kept = o % rows + 1;
+    if (causal && o % rows + 1 + offset < dim) kept = o % rows + 1 + offset;
     double max = -INFINITY;
     for (int64_t j = 0; j < kept; ++j) max = fmax(max, static_cast<double>(x[base + j * inner]));
     double sum = 0;

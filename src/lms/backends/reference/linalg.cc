@@ -55,14 +55,14 @@ Result<void> softmax_loops(const Args& a) {
   if (causal && (axis != x.rank() - 1 || x.rank() < 2))
     return fail("causal {} needs rank >= 2 and the last axis, got axis {} of {}", a.name(), axis, to_string(x));
   const AxisSplit s = split_at(x.shape, axis);
-  const int64_t rows = causal ? x.shape[x.rank() - 2] : 1;
+  const int64_t rows = causal ? x.shape[x.rank() - 2] : 1, offset = a.c.i("causal_offset");
   const T* px = a.in_data<T>(0);
   T* py = a.out_data<T>(0);
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t in = 0; in < s.inner; ++in) {
       const int64_t base = o * s.dim * s.inner + in;
-      // Causal: row i (the index along dim -2) keeps columns j <= i; masked entries are exactly 0.
-      const int64_t kept = causal ? std::min(s.dim, o % rows + 1) : s.dim;
+      // Causal: row i (the index along dim -2) keeps columns j <= i + offset; masked entries are exactly 0.
+      const int64_t kept = causal ? std::min(s.dim, o % rows + 1 + offset) : s.dim;
       Acc max = -std::numeric_limits<Acc>::infinity();
       for (int64_t j = 0; j < kept; ++j) max = std::max(max, static_cast<Acc>(px[base + j * s.inner]));
       Acc sum = 0;
