@@ -361,7 +361,9 @@ TEST(AutoTraining, ChunkedLossAndAttentionFitBelowTheUnchunkedMinimum) {
   for (const std::string& device : training_devices()) {
     const TrainReport whole = train_case(c, device, TrainOptions{});
     TrainReport previous = whole;
-    for (auto [loss_chunks, attention_chunks] : {std::pair{8, 1}, std::pair{8, 4}}) {
+    // Then 8 loss and 16 attention chunks: the 8 attention matrices in 2 blocks of query rows each, whose minimum
+    // the MLP already sets (it need not drop further), planned a quarter of the way from it to the peak.
+    for (auto [loss_chunks, attention_chunks] : {std::pair{8, 1}, std::pair{8, 4}, std::pair{8, 16}}) {
       const std::string what = fmt::format("gpt with {} loss and {} attention chunks on {}", loss_chunks,
                                            attention_chunks, device);
       TrainOptions chunked;
@@ -371,12 +373,16 @@ TEST(AutoTraining, ChunkedLossAndAttentionFitBelowTheUnchunkedMinimum) {
       ASSERT_EQ(base.losses.size(), whole.losses.size());
       for (size_t i = 0; i < whole.losses.size(); ++i)
         EXPECT_NEAR(base.losses[i], whole.losses[i], 1e-5 * std::abs(whole.losses[i])) << what << ", step " << i;
-      EXPECT_LT(base.min_budget_bytes, previous.min_budget_bytes) << what;
+      const bool rows = attention_chunks > c.options.batch * *c.options.heads;
+      if (!rows) {
+        EXPECT_LT(base.min_budget_bytes, previous.min_budget_bytes) << what;
+      }
 
       TrainOptions o = chunked;
       o.strategy = Strategy::automatic;
       o.device_model = *device_model("h100-pcie5");
-      o.budget_bytes = previous.min_budget_bytes - 1;
+      o.budget_bytes = rows ? base.min_budget_bytes + (base.planned_peak_bytes - base.min_budget_bytes) / 4
+                            : previous.min_budget_bytes - 1;
       const TrainReport r = train_case(c, device, o);
       EXPECT_GT(r.recomputed_tensors + r.swapped_tensors, 0) << what << "; took " << r.auto_source;
       EXPECT_EQ(r.peak_device_bytes, r.planned_peak_bytes) << what << ": measured";

@@ -37,9 +37,10 @@ inline constexpr const char* kLossChunksHelp =
 
 // The help of --attention-chunks (also a flag of `lms train`).
 inline constexpr const char* kAttentionChunksHelp =
-    "Compute every attention core (softmax(q k^T) v) over N blocks of its attention matrices (batch x heads), each "
-    "block's scores and probabilities tensors of their own that auto can remake in the backward pass (the "
-    "chunk-attention pass; the same ops on the same rows; default 1: off)";
+    "Compute every attention core (softmax(q k^T) v) over N blocks of its attention matrices (batch x heads; past "
+    "one block per matrix, blocks of each matrix's query rows), each block's scores and probabilities tensors of "
+    "their own that auto can remake in the backward pass (the chunk-attention pass; the same ops on the same rows; "
+    "default 1: off)";
 
 void add_train_options(CLI::App* app, TrainArgs& args);
 

@@ -157,7 +157,9 @@ Result<int> chunk_attention(Graph& g, int64_t chunks) {
 }
 
 std::vector<AttrSpec> chunk_attention_options() {
-  return {{"chunks", AttrKind::Int, Attribute{int64_t{4}}, "blocks of attention matrices each core is computed in"}};
+  return {{"chunks", AttrKind::Int, Attribute{int64_t{4}},
+           "blocks each core is computed in: groups of its attention matrices, or past one block per matrix, blocks "
+           "of each matrix's query rows"}};
 }
 
 Result<void> run_chunk_attention_pass(Graph& g, const Attributes& options) {
