@@ -92,7 +92,8 @@ TEST(ChunkAttention, SplitsTheAttentionMatricesIntoBlocks) {
 }
 
 // More chunks than attention matrices: each matrix alone, its query rows in ceil(chunks / P) blocks, a causal
-// block's mask offset by its first row; one matrix: its row blocks are the whole.
+// block's mask offset by its first row and its keys and values cut after its last row; one matrix (not causal):
+// its row blocks are the whole, each against every key.
 TEST(ChunkAttention, RowBlocksOfACausalMatrixStartTheirMaskAtTheirFirstRow) {
   Graph g = split(kGpt, 12, 1);  // six matrices of five rows: rows [0, 2) and [2, 5) of each
   EXPECT_EQ(count_op(g, Op::softmax), 12);
@@ -100,7 +101,8 @@ TEST(ChunkAttention, RowBlocksOfACausalMatrixStartTheirMaskAtTheirFirstRow) {
     for (int j = 0; j < 2; ++j) {
       const auto p = g.find_value(fmt::format("probs.{}.{}", i, j));
       ASSERT_TRUE(p.has_value()) << print_graph(g);
-      EXPECT_EQ(g.value(*p).type.shape, (Shape{1, j == 0 ? 2 : 3, 5}));
+      // Rows [0, 2) see keys [0, 2) only (the rest are masked); rows [2, 5) all five.
+      EXPECT_EQ(g.value(*p).type.shape, (Shape{1, j == 0 ? 2 : 3, j == 0 ? 2 : 5}));
       const Node& sm = g.node(g.value(*p).producer);
       EXPECT_TRUE(sm.attrs.get_bool("causal", false));
       EXPECT_EQ(sm.attrs.get_int("causal_offset", 0), j == 0 ? 0 : 2);
@@ -109,7 +111,7 @@ TEST(ChunkAttention, RowBlocksOfACausalMatrixStartTheirMaskAtTheirFirstRow) {
   for (size_t at = one.find("f64[4,"); at != std::string::npos; at = one.find("f64[4,")) one.replace(at, 6, "f64[1,");
   Graph single = split(one, 3, 1);
   EXPECT_EQ(count_op(single, Op::softmax), 3);
-  EXPECT_EQ(count_op(single, Op::slice), 3);  // q's rows; k and v whole
+  EXPECT_EQ(count_op(single, Op::slice), 3);  // q's rows; k and v whole (not causal)
   const Node& ctx = single.node(single.value(*single.find_value("ctx")).producer);
   EXPECT_EQ(ctx.op, Op::concat);
   EXPECT_EQ(ctx.attrs.get_int("axis", 0), 1);

@@ -74,7 +74,8 @@ ValueId flat(Builder& b, ValueId x, int64_t matrices) {
 }
 
 // Adds the blocks of `core` (new nodes, at the end) and turns its context node into their join: groups of whole
-// attention matrices when `chunks` <= P, else each matrix alone with its query rows in ceil(chunks / P) blocks.
+// attention matrices when `chunks` <= P, else each matrix alone with its query rows in ceil(chunks / P) blocks
+// (causal: each against the keys and values up to its last row only, the rest being masked).
 void split(Graph& g, const Core& core, int64_t chunks) {
   Builder b(g);
   b.set_category(Category::fwd);
@@ -87,6 +88,7 @@ void split(Graph& g, const Core& core, int64_t chunks) {
   auto name_of = [&](const Node& node) { return g.value(node.outputs[0]).name; };
   const std::string name = name_of(ctx);
   const bool causal = sm.attrs.get_bool("causal", false);
+  const int64_t offset0 = sm.attrs.get_int("causal_offset", 0), ctx_v_transposed = ctx.attrs.get_bool("transpose_b", false);
   auto slice = [&](ValueId x, int64_t axis, int64_t start, int64_t end, std::string n) {
     return b.op(Op::slice, {x}, attrs({{"axis", axis}, {"start", start}, {"end", end}}), std::move(n));
   };
@@ -112,7 +114,15 @@ void split(Graph& g, const Core& core, int64_t chunks) {
     for (int64_t j = 0; j < row_blocks; ++j) {
       const int64_t r0 = j * S / row_blocks, r1 = (j + 1) * S / row_blocks;
       const std::string atj = fmt::format("{}.{}", at, j);
-      rows.push_back(block(slice(qi, 1, r0, r1, name + ".q" + atj), ki, vi, r0, atj));
+      // A causal block's rows see only the keys up to their last row (plus the offset): k and v cut there.
+      ValueId kj = ki, vj = vi;
+      const int64_t keys = sc.attrs.get_bool("transpose_b", false) ? 1 : 2, values = 1 + ctx_v_transposed;
+      const int64_t seen = std::min(b.type(ki).shape[static_cast<size_t>(keys)], r1 + offset0);
+      if (causal && seen < b.type(ki).shape[static_cast<size_t>(keys)]) {
+        kj = slice(ki, keys, 0, seen, name + ".k" + atj);
+        vj = slice(vi, values, 0, seen, name + ".v" + atj);
+      }
+      rows.push_back(block(slice(qi, 1, r0, r1, name + ".q" + atj), kj, vj, r0, atj));
     }
     if (groups == 1) joined = std::move(rows);  // one matrix: its rows are the whole
     else joined.push_back(b.op(Op::concat, rows, attrs({{"axis", int64_t{1}}}), name + ".rows" + at));
