@@ -124,6 +124,13 @@ TEST(ChunkLoss, LossAndGradientsMatchTheUnsplitLoss) {
                                   {"w", ref_test::random(DType::f64, {4, 6}, 5)},
                                   {"b", ref_test::random(DType::f64, {6}, 6)},
                                   {"labels", labels(9, 6)}});
+  // A bias along the sequence axis of [B, S, V] logits (bias_add's default axis 1) is not over the classes.
+  std::string seq_bias(kHead3d);
+  seq_bias.replace(seq_bias.find("  %flat = reshape(%logits)"), 0,
+                   "  %b = param() : f64[5]\n  %biased = bias_add(%logits, %b) : f64[2,5,7]\n");
+  seq_bias.replace(seq_bias.find("reshape(%logits)"), 16, "reshape(%biased)");
+  Graph refused = parse(seq_bias);
+  EXPECT_FALSE(chunk_loss(refused, 2).has_value());
   // Each block adds the bias to its own logits.
   Graph g = parse(kHeadBias);
   ASSERT_TRUE(chunk_loss(g, 4).has_value());

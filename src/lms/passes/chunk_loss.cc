@@ -52,7 +52,8 @@ Result<Head> find_head(const Graph& g) {
   for (bool reshaped = false, biased = false;;) {
     const NodeId p = g.value(logits).producer;
     const Node& node = g.node(p);
-    const int64_t last = g.value(logits).type.rank() - 1, axis = node.attrs.get_int("axis", -1);
+    // (bias_add's axis defaults to 1: the classes of [N, V] logits, not of [B, S, V] ones.)
+    const int64_t last = g.value(logits).type.rank() - 1, axis = node.attrs.get_int("axis", 1);
     if (node.op == Op::reshape && !reshaped) {
       reshaped = true;
     } else if (node.op == Op::bias_add && !biased && (axis == -1 || axis == last)) {
