@@ -8,8 +8,12 @@
 // waiting for copies; --plot draws memory over the step, --trace writes the predicted step as a Chrome trace
 // (sim/predicted_trace.h). A plan that does not fit prints its report (fits: false) and exits 1 with the reason as
 // the one error line.
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include <fmt/ranges.h>
@@ -185,6 +189,30 @@ Result<void> write_plot(const PlanArgs& a, const Graph& training, const Strategy
   return write_text(a.plot, memory_svg(title, curves, plan.budget_bytes));
 }
 
+// On a terminal, without --json or --verbose: auto's search (seconds to minutes on a large graph) counted on one
+// stderr line, rewritten at most every 0.2 s from whichever search thread made a plan, erased when it is done.
+struct LiveSearch {
+  std::mutex mutex;
+  int plans = 0;
+  bool shown = false;
+  const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last = start;
+
+  void plan_made() {
+    const std::lock_guard lock(mutex);
+    ++plans;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::milliseconds(200)) return;
+    last = now;
+    shown = true;
+    fmt::print(stderr, "\r  auto: {} plans tried, {:.0f} s\x1b[K", plans,
+               std::chrono::duration<double>(now - start).count());
+  }
+  ~LiveSearch() {
+    if (shown) fmt::print(stderr, "\r\x1b[K");
+  }
+};
+
 int run(const PlanArgs& a) {
   auto g = training_graph(a, a.model);
   if (!g) return report(g.error());
@@ -196,7 +224,14 @@ int run(const PlanArgs& a) {
     return report(Error{"--trace: a predicted trace needs a device model (--device-model)", {}});
   std::optional<MeasuredTimes> measured;
   if (!opts->measured.empty()) measured = opts->measured;
+  std::optional<LiveSearch> live;
+  if (!a.json && !a.strategy.verbose && isatty(STDERR_FILENO) == 1) {
+    live.emplace();
+    opts->on_auto_plan = [&live] { live->plan_made(); };
+  }
   auto plan = try_plan(*g, *opts);
+  opts->on_auto_plan = nullptr;  // the plot's comparison plans run silently
+  live.reset();
   if (!plan) return report(plan.error());
   std::optional<Prediction> pred;
   if (model) {

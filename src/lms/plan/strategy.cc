@@ -216,6 +216,7 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   ao.budget_bytes = opts.budget_bytes;
   ao.host_budget_bytes = opts.host_budget_bytes;
   ao.fits_only = opts.fits_only;
+  ao.on_plan = opts.on_auto_plan;
   // A backend's workspace query (cuDNN's algorithm choice among them) was not written to be called from other
   // threads: with one, the search runs on this thread.
   ao.threads = opts.workspace_bytes ? 1 : opts.threads;

@@ -62,6 +62,8 @@ struct StrategyOptions {
   // auto: every greedy round's exact plan (--verbose), with the schedule it started from ("graph order" or
   // "level order"); empty: none
   std::function<void(std::string_view schedule, const AutoRound&)> on_auto_round = {};
+  std::function<void()> on_auto_plan = {};  // auto: after each exact plan of its search, from whichever thread made
+                                            // it (AutoOptions::on_plan: a live progress line); empty: none
   int threads = 0;  // auto: threads its search runs on (AutoOptions::threads; 0: one per hardware thread; one
                     // with workspace_bytes, whose backends are not made for queries from other threads)
 };

@@ -562,6 +562,7 @@ Result<AutoResult> plan_mix(const Graph& scheduled, const Timeline& tl, const st
     r.rounds = round;
     const auto swaps = std::count_if(r.choices.begin(), r.choices.end(),
                                      [](const AutoChoice& c) { return c.kind == AutoChoice::Kind::swap; });
+    if (o.on_plan) o.on_plan();
     if (o.on_round) {
       const auto peak = std::max_element(greedy.live.begin(), greedy.live.end());
       const auto at = [](const Graph& g, std::ptrdiff_t p) { return node_label(g, NodeId{static_cast<uint32_t>(p)}); };

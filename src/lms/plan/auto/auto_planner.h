@@ -131,6 +131,8 @@ struct AutoOptions {
                                     // prefetch advance (capacity probes ask whether it fits, not how fast)
   std::function<void(const AutoRound&)> on_round = {};  // after each greedy round's exact plan, in order
                                                        // (progress output; --verbose); empty: none
+  std::function<void()> on_plan = {};  // after each greedy round's exact plan, at once, from the thread that made
+                                       // it (a live progress line; must be thread-safe); empty: none
   int threads = 0;                  // greedies, refinements and advances run at once (plan/auto/parallel.h;
                                     // 0: one per hardware thread); the plan is the same for any number
 };
