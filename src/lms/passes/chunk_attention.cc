@@ -88,7 +88,10 @@ void split(Graph& g, const Core& core, int64_t chunks) {
   auto name_of = [&](const Node& node) { return g.value(node.outputs[0]).name; };
   const std::string name = name_of(ctx);
   const bool causal = sm.attrs.get_bool("causal", false);
-  const int64_t offset0 = sm.attrs.get_int("causal_offset", 0), ctx_v_transposed = ctx.attrs.get_bool("transpose_b", false);
+  // The key axis of k ([P, Sk, d] with transpose_b, else [P, d, Sk]) and of v ([P, Sk, dv], or transposed).
+  const int64_t keys = sc.attrs.get_bool("transpose_b", false) ? 1 : 2;
+  const int64_t values = ctx.attrs.get_bool("transpose_b", false) ? 2 : 1;
+  const int64_t key_count = b.type(k).shape[static_cast<size_t>(keys)], offset = sm.attrs.get_int("causal_offset", 0);
   auto slice = [&](ValueId x, int64_t axis, int64_t start, int64_t end, std::string n) {
     return b.op(Op::slice, {x}, attrs({{"axis", axis}, {"start", start}, {"end", end}}), std::move(n));
   };
@@ -97,7 +100,7 @@ void split(Graph& g, const Core& core, int64_t chunks) {
     ValueId t = b.op(Op::matmul, {qi, ki}, sc.attrs, name_of(sc) + at);
     if (scale) t = b.op(Op::scale, {t}, scale->attrs, name_of(*scale) + at);
     Attributes sa = sm.attrs;
-    if (causal && first > 0) sa.set("causal_offset", Attribute{sa.get_int("causal_offset", 0) + first});
+    if (causal && first > 0) sa.set("causal_offset", Attribute{offset + first});
     return b.op(Op::matmul, {b.op(Op::softmax, {t}, sa, name_of(sm) + at), vi}, ctx.attrs, name + at);
   };
   std::vector<ValueId> joined;
@@ -116,9 +119,8 @@ void split(Graph& g, const Core& core, int64_t chunks) {
       const std::string atj = fmt::format("{}.{}", at, j);
       // A causal block's rows see only the keys up to their last row (plus the offset): k and v cut there.
       ValueId kj = ki, vj = vi;
-      const int64_t keys = sc.attrs.get_bool("transpose_b", false) ? 1 : 2, values = 1 + ctx_v_transposed;
-      const int64_t seen = std::min(b.type(ki).shape[static_cast<size_t>(keys)], r1 + offset0);
-      if (causal && seen < b.type(ki).shape[static_cast<size_t>(keys)]) {
+      if (causal && r1 + offset < key_count) {
+        const int64_t seen = r1 + offset;
         kj = slice(ki, keys, 0, seen, name + ".k" + atj);
         vj = slice(vi, values, 0, seen, name + ".v" + atj);
       }
