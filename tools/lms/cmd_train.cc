@@ -288,8 +288,7 @@ void add_train_command(CLI::App& root, int& exit_code) {
   sub->add_flag("--nesterov", c->nesterov, "Nesterov momentum (momentum optimizer)");
   sub->add_option("--weight-decay", c->weight_decay, "L2 penalty added to the gradient")->capture_default_str();
   sub->add_flag("--no-argmax-pool", c->no_argmax_pool, kNoArgmaxPoolHelp);
-  sub->add_option("--loss-chunks", c->loss_chunks, kLossChunksHelp)->check(CLI::PositiveNumber);
-  sub->add_option("--attention-chunks", c->attention_chunks, kAttentionChunksHelp)->check(CLI::PositiveNumber);
+  add_chunk_options(sub, c->loss_chunks, c->attention_chunks);
   sub->add_option("--save", c->save, "Write the trained parameters and state to this .npz file");
   sub->add_option("--load", c->load, "Start from the parameters and state in this .npz file");
   sub->add_option("--trace", c->trace,

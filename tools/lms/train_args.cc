@@ -16,8 +16,13 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
   app->add_option_function<double>("--weight-decay", [&a](const double& v) { a.weight_decay = v; },
                                     "--train: L2 penalty added to the gradient (default 0)");
   app->add_flag("--no-argmax-pool", a.no_argmax_pool, kNoArgmaxPoolHelp);
-  app->add_option("--loss-chunks", a.loss_chunks, kLossChunksHelp)->check(CLI::PositiveNumber);
-  app->add_option("--attention-chunks", a.attention_chunks, kAttentionChunksHelp)->check(CLI::PositiveNumber);
+  add_chunk_options(app, a.loss_chunks, a.attention_chunks);
+}
+
+void add_chunk_options(CLI::App* app, int64_t& loss_chunks, int64_t& attention_chunks) {
+  const CLI::Range chunks(int64_t{1}, int64_t{1} << 20);
+  app->add_option("--loss-chunks", loss_chunks, kLossChunksHelp)->check(chunks);
+  app->add_option("--attention-chunks", attention_chunks, kAttentionChunksHelp)->check(chunks);
 }
 
 Result<std::optional<TrainingOptions>> resolve_train(const TrainArgs& a) {

@@ -43,6 +43,8 @@ inline constexpr const char* kAttentionChunksHelp =
     "default 1: off)";
 
 void add_train_options(CLI::App* app, TrainArgs& args);
+// --loss-chunks and --attention-chunks (also flags of `lms train`), each in [1, 2^20].
+void add_chunk_options(CLI::App* app, int64_t& loss_chunks, int64_t& attention_chunks);
 
 // The training options the flags ask for, or nullopt without --train. Errors name the flag.
 Result<std::optional<TrainingOptions>> resolve_train(const TrainArgs& args);
