@@ -109,6 +109,10 @@ TEST(PlanCommand, LossChunksLowerTheHardMinimumOfAHeadBoundModel) {
   EXPECT_NE(r.err.find("below the minimum any plan needs"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--loss-chunks"), std::string::npos) << r.err;
   EXPECT_EQ(run_lms("plan " + gpt + " --budget " + budget + " --loss-chunks 8").status, 0);
+  // maxbatch says the same of the batch past its answer.
+  auto capacity = run_lms("maxbatch " + gpt + " --budget " + budget);
+  EXPECT_NE(capacity.out.find("the next size does not fit: batch "), std::string::npos) << capacity.out;
+  EXPECT_NE(capacity.out.find("--loss-chunks"), std::string::npos) << capacity.out;
   expect_one_error_line(run_lms("plan --model unet3d --batch 1 --image 16 --depth 2 --budget 1GiB --loss-chunks 2"),
                         "not [N, classes]", "a segmentation loss over voxels");
   expect_one_error_line(run_lms("plan " + gpt + " --budget 1GiB --loss-chunks 0"), "--loss-chunks", "zero");
@@ -462,6 +466,11 @@ TEST(MaxBatchCommand, TheAnswerFitsAndOneMoreDoesNot) {
     ASSERT_GT(b, 1);
     EXPECT_TRUE(plan_fits(common + " --batch " + std::to_string(b))) << strategy << " batch " << b;
     EXPECT_FALSE(plan_fits(common + " --batch " + std::to_string(b + 1))) << strategy << " batch " << b + 1;
+    // And it says why the next batch does not fit.
+    const auto next = json_of(r, "maxbatch")["next_does_not_fit"];
+    ASSERT_TRUE(next.is_string()) << strategy;
+    EXPECT_EQ(next.get<std::string>().rfind("batch " + std::to_string(b + 1) + ": ", 0), 0u) << next;
+    EXPECT_NE(next.get<std::string>().find("fit"), std::string::npos) << next;  // "does not fit", "cannot fit"
   }
 }
 

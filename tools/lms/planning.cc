@@ -103,6 +103,7 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
     }
   }
   std::map<int64_t, std::string> refused;  // by k: the sizes refused outright, with the reason
+  std::map<int64_t, std::string> failed;   // by k: the sizes planned that do not fit, with the reason
   // On a terminal, without --verbose or --json: one line on stderr, rewritten per probe (a search of a large
   // model plans dozens of sizes and takes seconds to minutes), erased at the end.
   const bool live = !a.json && !a.strategy.verbose && isatty(STDERR_FILENO) == 1;
@@ -125,6 +126,7 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
     }
     if (!p) return std::unexpected(p.error());
     report_probe(size, p->fits ? "fits" : "does not fit");
+    if (!p->fits && p->why) failed[k] = fmt::format("{} {}: {}", what, size, p->why->str());
     return p->fits;
   };
   auto searched = largest_fitting(limit, fits);
@@ -135,6 +137,7 @@ Result<Capacity> largest_model(const PlanArgs& a, int64_t limit, const std::stri
   c.probes += static_cast<int>(skipped);
   if (k == 0) return fail("does not fit even at {} {}: {}", what, c.size, c.plan.why->str());
   if (auto it = refused.find(k + 1); it != refused.end()) c.limited_by = it->second;
+  if (auto it = failed.find(k + 1); it != failed.end()) c.next_fails = it->second;
   return c;
 }
 
@@ -152,6 +155,7 @@ nlohmann::ordered_json capacity_json(const std::string& key, const Capacity& c) 
   if (p.tflms) j["tflms"] = tflms_json(*p.tflms);
   j["probes"] = c.probes;
   j["limited_by"] = c.limited_by.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.limited_by);
+  j["next_does_not_fit"] = c.next_fails.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.next_fails);
   return j;
 }
 
@@ -162,6 +166,7 @@ void print_capacity(const std::string& head, const std::string& model, const std
              format_size(p.peak_bytes_none));
   if (p.tflms) fmt::print("  tflms {}\n", describe_tflms(*p.tflms));
   if (!c.limited_by.empty()) fmt::print("  limited by a refusal, not by memory: {}\n", c.limited_by);
+  if (!c.next_fails.empty()) fmt::print("  the next size does not fit: {}\n", c.next_fails);
 }
 
 }  // namespace lms::cli

@@ -56,13 +56,16 @@ struct Capacity {
   Plan plan;               // the plan at that size (with --verbose, its search was printed)
   int probes = 0;          // plans made by the search
   std::string limited_by;  // "SIZE: error" when the next size up was refused, not out of memory; else empty
+  std::string next_fails;  // "SIZE: why" when the next size up was planned and does not fit (the reason memory
+                           // bounds the answer); else empty
 };
 Result<Capacity> largest_model(const PlanArgs& args, int64_t limit, const std::string& what,
                                const std::function<int64_t(ModelArgs&, int64_t)>& apply);
 
 // A capacity search's answer: `key` (e.g. "max_batch") = c.size first, then the plan's strategy, budget, peaks,
-// hard minimum, swap bytes, tflms parameters, the number of probes and `limited_by` (null when memory is the
-// limit), as `lms maxbatch/maxres --json` print.
+// hard minimum, swap bytes, tflms parameters, the number of probes, `limited_by` (null when memory is the limit)
+// and `next_does_not_fit` (why the next size does not fit; null when it was refused or not probed), as `lms
+// maxbatch/maxres --json` print.
 nlohmann::ordered_json capacity_json(const std::string& key, const Capacity& c);
 // The text form: "<head> for 'MODEL' with strategy S under BUDGET<note>: planned peak P (without LMS Q)", the
 // tflms parameters when there are any, and what refused the next size when that, not memory, is the limit.
