@@ -21,6 +21,8 @@
 namespace lms {
 namespace {
 
+using pass_test::count_op;
+using pass_test::gradients;
 using pass_test::parse;
 
 // GPT's attention core: [B, H, S, d] = [2, 3, 5, 4], scaled, causal; the context read by a transpose.
@@ -50,10 +52,6 @@ constexpr std::string_view kVit = R"(graph attn {
   %loss = reduce_sum(%weighted) : f64[]
   return %loss
 })";
-
-int count_op(const Graph& g, Op op) {
-  return static_cast<int>(std::ranges::count_if(g.node_ids(), [&](NodeId n) { return g.node(n).op == op; }));
-}
 
 Graph split(std::string_view text, int64_t chunks, int expected_cores) {
   Graph g = parse(text);
@@ -121,11 +119,6 @@ TEST(ChunkAttention, RowBlocksOfACausalMatrixStartTheirMaskAtTheirFirstRow) {
 // `summed` (read by several blocks: their gradients are sums over the blocks, in another order) within 1e-13.
 void expect_same_values(std::string_view text, int64_t chunks, const std::map<std::string, HostTensor>& feeds,
                         const std::vector<std::string>& summed = {}) {
-  auto gradients = [](const Graph& forward) {
-    auto g = build_gradient_graph(forward, {});
-    EXPECT_TRUE(g.has_value()) << g.error().str();
-    return g ? std::move(*g) : Graph();
-  };
   const Graph whole = gradients(parse(text)), blocks = gradients(split(text, chunks, 1));
   auto want = interpret(whole, feeds), got = interpret(blocks, feeds);
   ASSERT_TRUE(want.has_value()) << want.error().str();

@@ -19,6 +19,8 @@
 namespace lms {
 namespace {
 
+using pass_test::count_op;
+using pass_test::gradients;
 using pass_test::parse;
 
 // A language model's head over [2, 5] tokens: h [2, 5, 4] by the tied [7, 4] table, reshaped to [10, 7] logits,
@@ -35,12 +37,6 @@ constexpr std::string_view kHead3d = R"(graph head {
   return %loss
 })";
 
-Graph gradients(const Graph& forward) {
-  auto g = build_gradient_graph(forward, {});
-  EXPECT_TRUE(g.has_value()) << g.error().str();
-  return g ? std::move(*g) : Graph();
-}
-
 // A classifier's head with a bias, h already [N, K].
 constexpr std::string_view kHeadBias = R"(graph head {
   %h = input() : f64[9,4]
@@ -52,10 +48,6 @@ constexpr std::string_view kHeadBias = R"(graph head {
   %loss = cross_entropy(%logits, %labels) : f64[]
   return %loss
 })";
-
-int count_op(const Graph& g, Op op) {
-  return static_cast<int>(std::ranges::count_if(g.node_ids(), [&](NodeId n) { return g.node(n).op == op; }));
-}
 
 TEST(ChunkLoss, SplitsTheRowsAsEvenlyAsTheyDivide) {
   Graph g = parse(kHead3d);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string_view>
 
+#include "lms/autodiff/autodiff.h"
 #include "lms/autodiff/optimizer.h"
 #include "lms/ir/parser.h"
 #include "lms/models/models.h"
@@ -35,6 +36,19 @@ inline Graph parse(std::string_view text) {
   auto g = parse_graph(text);
   EXPECT_TRUE(g.has_value()) << g.error().str();
   return std::move(*g);
+}
+
+// The gradient graph of `forward` with respect to every parameter (an error fails the test).
+inline Graph gradients(const Graph& forward) {
+  auto g = build_gradient_graph(forward, {});
+  EXPECT_TRUE(g.has_value()) << g.error().str();
+  return g ? std::move(*g) : Graph();
+}
+
+inline int count_op(const Graph& g, Op op) {
+  int n = 0;
+  for (NodeId id : g.node_ids()) n += g.node(id).op == op ? 1 : 0;
+  return n;
 }
 
 inline ModelOptions mlp() {
