@@ -6,7 +6,8 @@
 // round-trips; trained on the reference backend (mlp, resnet18) it gives bit-identical losses and parameters. On
 // hand-written graphs: the statistics, `.in2` names, an in-place writer of the swapped storage waiting for the
 // swap_out (and a hold at or past it refused), a graph out of schedule order (ordered first; a bad trigger reported
-// before anything changes), and option errors.
+// before anything changes), and option errors. Forward swaps across the gaps between forward readers (resnet18's
+// residual inputs), some swapped for the backward too: verifies, rewiring, round trip, bit-identical training.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -155,6 +156,57 @@ TEST(Swap, TrainingGivesBitIdenticalLossesAndParameters) {
       expect_same_training(*a.run, *b.run);
     }
   }
+}
+
+// Forward swaps of every value with a gap between two of its forward readers (the producer counts as one): each
+// across its widest gap, triggered right before the reader after it and held up to the reader before it; every
+// other one also swapped for its late readers (one copy out, two swap_ins). resnet18's block inputs are read by
+// the block's first convolution and, after it, by the residual add.
+std::pair<std::vector<SwapChoice>, std::vector<SwapChoice>> forward_gaps(const Graph& g) {
+  std::vector<SwapChoice> forward, backward;
+  for (SwapChoice b : swappable_activations(g, Trigger::none)) {
+    const ValueId v = *g.find_value(b.value);
+    std::vector<NodeId> early{g.value(v).producer};
+    for (NodeId c : g.value(v).consumers)
+      if (g.node(c).category == Category::fwd) early.push_back(c);
+    size_t widest = 0;
+    for (size_t i = 1; i + 1 < early.size(); ++i)
+      if (early[i + 1].v - early[i].v > early[widest + 1].v - early[widest].v) widest = i;
+    if (early.size() < 2 || early[widest + 1].v - early[widest].v < 2) continue;
+    auto name = [&](NodeId n) { return g.value(g.first_output(n)).name; };
+    forward.push_back({b.value, name(NodeId{early[widest + 1].v - 1}), widest > 0 ? name(early[widest]) : ""});
+    if (forward.size() % 2 == 0) backward.push_back(b);
+  }
+  return {forward, backward};
+}
+
+TEST(Swap, ForwardGapsVerifyAndGiveBitIdenticalTraining) {
+  Graph plain = training_graph("resnet18", resnet18());
+  auto a = two_steps(plain);
+  ASSERT_TRUE(a.run);
+  auto [forward, backward] = forward_gaps(plain);
+  ASSERT_GE(forward.size(), 8u);
+  Graph g = plain;
+  auto stats = insert_swaps(g, SwapOptions{backward, forward});
+  ASSERT_TRUE(stats.has_value()) << stats.error().str();
+  EXPECT_EQ(stats->swapped, static_cast<int>(forward.size()));
+  EXPECT_EQ(stats->forward, static_cast<int>(forward.size()));
+  EXPECT_EQ(stats->triggered, static_cast<int>(forward.size()));
+  EXPECT_EQ(g.num_nodes(), plain.num_nodes() + 2 * forward.size() + backward.size());
+  auto ok = verify(g);
+  ASSERT_TRUE(ok.has_value()) << ok.error().str();
+  EXPECT_TRUE(check_schedule_order(g).has_value());
+  for (const SwapChoice& f : forward) {  // after the gap, no reader reads the original
+    SCOPED_TRACE(f.value);
+    const NodeId trigger = g.value(*g.find_value(f.trigger)).producer;
+    for (NodeId r : g.value(*g.find_value(f.value)).consumers) EXPECT_LT(r, trigger);
+  }
+  auto reparsed = parse_graph(print_graph(g));
+  ASSERT_TRUE(reparsed.has_value()) << reparsed.error().str();
+  EXPECT_EQ(print_graph(*reparsed), print_graph(g));
+  auto b = two_steps(g);
+  ASSERT_TRUE(b.run);
+  expect_same_training(*a.run, *b.run);
 }
 
 TEST(Swap, StatsAndNames) {

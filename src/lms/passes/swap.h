@@ -18,7 +18,14 @@
 // that is persistent, on the host, made by a source or a copy, or has no late reader; an unknown trigger, a trigger
 // that is a copy, or a trigger before %v's producer or not before its first late reader in node order (the producer
 // itself may be the trigger); likewise for a hold, which must also not come after the trigger nor after an in-place
-// writer of %v's storage. Precondition: acyclic, the value's producer has no swap ops attached yet; a graph whose
+// writer of %v's storage. A *forward* swap (`forward`, `name:trigger` or `name@hold:trigger`) swaps %v out across a
+// gap in the forward pass: its non-late readers after the trigger in node order (a U-Net decoder's concat reading
+// the skip connection made at the start of the forward pass) read a swap_in of their own, triggered by the trigger
+// and placed after it; so do its late readers unless %v is also among `swaps`, whose swap_in then reads the same
+// swap_out (one copy to the host, two back). The trigger is required, must not come before the producer, must have
+// a non-late reader of %v after it and (with a backward swap too) come before the first late reader; the hold, if
+// any, must not come after the trigger; a value swapped both ways takes the forward hold (its backward hold must be
+// empty). Precondition: acyclic, the value's producer has no swap ops attached yet; a graph whose
 // node order is not a valid schedule is first put into schedule order (plan/schedule.h). Postcondition: node order
 // is a valid schedule and the graph verifies. Undone by nothing; bypass_swaps (passes/tflms_triggers.h) recovers
 // the graph without copies.
@@ -42,14 +49,16 @@ struct SwapChoice {
 };
 
 struct SwapOptions {
-  std::vector<SwapChoice> swaps;  // in any order; each value at most once
+  std::vector<SwapChoice> swaps;    // in any order; each value at most once
+  std::vector<SwapChoice> forward = {};  // forward swaps (trigger required), in any order; each value at most once
 };
 
 struct SwapStats {
-  int swapped = 0;            // values swapped (one swap_out and one swap_in each)
+  int swapped = 0;            // values swapped (one swap_out each, and one swap_in each way they are swapped)
+  int forward = 0;            // of them, values swapped across a forward gap
   int triggered = 0;          // swap_ins with a trigger
-  int redirected = 0;         // late readers moved to a swap_in
-  int64_t bytes_each_way = 0;  // sum of the swapped values' bytes (copied out once and in once per step)
+  int redirected = 0;         // readers moved to a swap_in
+  int64_t bytes_each_way = 0;  // sum of the swapped values' bytes (each copied out once per step)
 };
 
 Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts);
@@ -58,7 +67,8 @@ Result<SwapStats> insert_swaps(Graph& g, const SwapOptions& opts);
 bool is_late_reader(const Graph& g, NodeId n);
 
 // The pass options: `values`, a comma-separated list of `name`, `name:trigger`, `name@hold` or
-// `name@hold:trigger` (a leading '%' on any name is dropped).
+// `name@hold:trigger` (a leading '%' on any name is dropped); `forward`, likewise, the forward swaps (a trigger
+// required).
 std::vector<AttrSpec> swap_options();
 Result<void> run_swap_pass(Graph& g, const Attributes& options);
 
