@@ -1,7 +1,8 @@
 // The auto planner's candidates (plan/auto/candidates.h) on a hand-written residual block: which activations are
 // candidates, their recompute chains, and their segments (the ops that remake a block's output from the block's
-// input, with the most bytes their clones hold at once), and when a value gets no segment; and a backward value
-// read again after a gap (a skip connection's gradient), a candidate to swap only.
+// input, with the most bytes their clones hold at once), and when a value gets no segment; a backward value
+// read again after a gap (a skip connection's gradient), a candidate to swap only; and a forward gap (a block's
+// input read again by its residual add), likewise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,7 +60,7 @@ TEST(AutoCandidates, ABlockOutputIsRemadeFromTheBlockInput) {
   const Graph g = *parse_graph(block("  %gy = mul(%gz, %y) : f32[16] #bwd\n  %gc = mul(%gy, %c) : f32[16] #bwd\n"
                                      "  %ga = mul(%gc, %a) : f32[16] #bwd\n"));
   const std::vector<Candidate> cs = candidates_of(g);
-  ASSERT_EQ(cs.size(), 3u);
+  ASSERT_EQ(cs.size(), 4u);  // and %a's forward gap (AutoCandidates.AForwardGapIsASwapCandidateAfterTheOthers)
   // %y's chain stops at %c and %a, which are resident: %d, %e, %y. Its segment goes back to the block's input:
   // %b, %c (cloned again for it alone), %d, %e, %y; at most two of the clones live at once besides %y (an op's
   // input and output).
@@ -101,6 +102,32 @@ TEST(AutoCandidates, ABackwardValueReadAfterAGapIsASwapCandidate) {
   for (const char* name : {"gz", "gy", "gc", "gb", "ga"})
     EXPECT_TRUE(std::none_of(cs.begin(), cs.end(), [&](const Candidate& c) { return g.value(c.value).name == name; }))
         << name;
+}
+
+TEST(AutoCandidates, AForwardGapIsASwapCandidateAfterTheOthers) {
+  // %a, the block's input, is read by %b and then, after the block's insides, by the residual add %e: its forward
+  // gap is (%b, %e), a candidate to swap only, listed after every backward one; %a's backward gap (from %e to
+  // %ga) is a candidate too. %c's forward readers follow each other (no gap); %y is read by %z next.
+  const Graph g = *parse_graph(block("  %gy = mul(%gz, %y) : f32[16] #bwd\n  %gc = mul(%gy, %c) : f32[16] #bwd\n"
+                                     "  %ga = mul(%gc, %a) : f32[16] #bwd\n"));
+  const std::vector<Candidate> cs = candidates_of(g);
+  ASSERT_EQ(cs.size(), 4u);
+  auto position = [&](const char* name) { return static_cast<int>(g.value(*g.find_value(name)).producer.v); };
+  for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(cs[i].forward);
+  const Candidate& a = cs[3];
+  EXPECT_EQ(g.value(a.value).name, "a");
+  EXPECT_TRUE(a.forward);
+  EXPECT_EQ(a.fwd_end, position("b"));
+  EXPECT_EQ(a.bwd_first, position("e"));
+  EXPECT_FALSE(a.recomputable);
+  EXPECT_TRUE(a.chain.empty());
+  EXPECT_GT(a.gap, 0.0);
+  EXPECT_GE(a.trigger, a.fwd_end);
+  EXPECT_LT(a.trigger, a.bwd_first);
+  const Candidate& backward = find(g, cs, "a");
+  EXPECT_FALSE(backward.forward);
+  EXPECT_EQ(backward.fwd_end, position("e"));
+  EXPECT_EQ(backward.bwd_first, position("ga"));
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 // the swaps even where everything fits), on the reference backend and on the cpu backend (whose copies run on their own
 // stream threads), and on the cuda backend when a GPU is present. Under a budget the no-swap plan exceeds, the searched
 // plan fits, the measured peak stays within it, and the losses are still those of the unconstrained run. The same for
-// auto (its swaps and recomputations, the segments that remake block outputs, and backward values swapped), for
-// outputs written over their inputs' buffers, and for a loss and attention computed in blocks.
+// auto (its swaps and recomputations, the segments that remake block outputs, backward values swapped, and a skip
+// connection swapped across its forward gap), for outputs written over their inputs' buffers, and for a loss and
+// attention computed in blocks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -345,6 +346,45 @@ TEST(AutoTraining, SwappedBackwardValuesAreBitIdentical) {
     EXPECT_LE(r.planned_peak_bytes, o.budget_bytes) << what;
     expect_identical(r, base, what);
   }
+}
+
+// A U-Net's skip connection swapped across its forward gap (Note [Forward gaps] in plan/auto/candidates.cc): at the
+// smallest budget auto fits (found by bisection to 16 KiB), the full-resolution skip connection is copied out after
+// the encoder's pooling and back for the decoder's concat, and training there gives the unconstrained run's losses
+// and parameters bit for bit, with the measured peak the planned one. Planned for h100-pcie5 as at full size (unet3d
+// at 344^3 on 16 GiB needs this swap); on the reference backend, whose kernels have no workspaces.
+TEST(AutoTraining, ASkipConnectionSwappedAcrossItsForwardGapIsBitIdentical) {
+  Case c{"unet3d", {}};
+  c.options.batch = 1;
+  c.options.image = {24};
+  c.options.depth = 3;
+  c.options.base_filters = 8;
+  const std::string device = "reference";
+  const TrainReport base = train_case(c, device, TrainOptions{});
+  TrainOptions o;
+  o.strategy = Strategy::automatic;
+  o.device_model = *device_model("h100-pcie5");
+  std::optional<TrainPlanning> t = train_planning(c, device, o);
+  ASSERT_TRUE(t.has_value());
+  int64_t lo = base.min_budget_bytes, hi = base.planned_peak_bytes;  // lo does not fit (or is the minimum), hi fits
+  while (hi - lo > (int64_t{16} << 10)) {
+    t->options.budget_bytes = lo + (hi - lo) / 2;
+    auto plan = make_plan(t->training, t->options);
+    (plan.has_value() && plan->fits ? hi : lo) = t->options.budget_bytes;
+  }
+  t->options.budget_bytes = hi;
+  auto plan = make_plan(t->training, t->options);
+  ASSERT_TRUE(plan.has_value() && plan->fits);
+  const auto skip_forward = [](const AutoChoice& ch) { return ch.forward && ch.value == "enc0.relu2"; };
+  EXPECT_TRUE(std::ranges::any_of(plan->choices, skip_forward))
+      << "the skip connection %enc0.relu2 is swapped across its forward gap at " << hi << " bytes";
+
+  o.budget_bytes = hi;
+  const TrainReport r = train_case(c, device, o);
+  const std::string what = "unet3d 24^3 on " + device + " at " + std::to_string(hi) + " bytes; took " + r.auto_source;
+  EXPECT_EQ(r.peak_device_bytes, r.planned_peak_bytes) << what << ": measured";
+  EXPECT_LE(r.planned_peak_bytes, hi) << what;
+  expect_identical(r, base, what);
 }
 
 // The loss over blocks of tokens (passes/chunk_loss.h), then attention over blocks of its matrices too

@@ -83,6 +83,7 @@ nlohmann::ordered_json plan_json(const Plan& p, const std::optional<Prediction>&
       e["added_seconds"] = c.seconds;
       e["gap_seconds"] = c.gap_seconds;
       if (c.kind == AutoChoice::Kind::swap) {
+        e["forward"] = c.forward;
         e["trigger"] = c.trigger;
         e["hold"] = c.hold;
       } else {
@@ -115,7 +116,8 @@ void print_costliest(const Plan& p) {
   for (size_t i = 0; i < std::min(kShown, order.size()); ++i) {
     const AutoChoice& c = p.choices[order[i]];
     if (c.kind == AutoChoice::Kind::swap)
-      fmt::print("    swap      %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s; {}prefetch after %{})\n", c.value,
+      fmt::print("    swap{}  %{:<28} {:>10}  +{:.3g} s  (gap {:.3g} s; {}prefetch after %{})\n",
+                 c.forward ? " fwd" : "    ", c.value,
                  format_size(c.bytes), c.seconds, c.gap_seconds,
                  c.hold.empty() ? "" : fmt::format("held through %{}; ", c.hold), c.trigger);
     else

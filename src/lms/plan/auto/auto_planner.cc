@@ -103,7 +103,8 @@ struct Greedy {
       : g(g), tl(tl), o(o), cands(cands), live(std::move(live)), mix(mix),
         producer_recomputed(g.num_nodes(), 0), candidate_of(g.num_values(), -1),
         first_clone(g.num_values(), INT32_MAX) {
-    for (size_t i = 0; i < cands.size(); ++i) candidate_of[cands[i].value.v] = static_cast<int>(i);
+    for (size_t i = 0; i < cands.size(); ++i)
+      if (!cands[i].forward) candidate_of[cands[i].value.v] = static_cast<int>(i);
     if (mix == Mix::both_segment) transients.resize(this->live.size());
   }
 
@@ -431,8 +432,9 @@ int most_waited_for_swap(const Graph& scheduled, const std::vector<Candidate>& c
                          const std::vector<bool>& tried, bool copies_out) {
   const Graph& g = r.graph;
   std::vector<double> waited(cands.size(), 0);
-  std::vector<int> candidate_of(scheduled.num_values(), -1);
-  for (size_t i = 0; i < cands.size(); ++i) candidate_of[cands[i].value.v] = static_cast<int>(i);
+  std::vector<int> candidate_of(scheduled.num_values(), -1);  // the backward candidates only
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (!cands[i].forward) candidate_of[cands[i].value.v] = static_cast<int>(i);
   std::vector<std::vector<NodeId>> reuse(g.num_nodes());
   if (copies_out) reuse = cross_stream_waits(g, r.memory);
   double free_at = 0;
@@ -450,6 +452,8 @@ int most_waited_for_swap(const Graph& scheduled, const std::vector<Candidate>& c
     for (NodeId d : reuse[n.v]) consider(d);  // the copy out of an earlier occupant of its space
     if (!last.valid()) continue;
     ValueId swapped;
+    // A forward op waiting for a swap_in waits for a forward swap (Candidate::forward), not recomputable.
+    if (g.node(last).op == Op::swap_in && g.node(n).category == Category::fwd) continue;
     if (g.node(last).op == Op::swap_in) swapped = g.node(g.value(g.node(last).inputs[0]).producer).inputs[0];
     else if (g.node(last).op == Op::swap_out) swapped = g.node(last).inputs[0];
     else continue;  // swap_in <- swap_out <- v

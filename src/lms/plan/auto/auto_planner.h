@@ -146,6 +146,8 @@ struct AutoChoice {
   double seconds = 0;                // the estimate's added time when chosen: the copy time not hidden
                                      // (swap) or the ops run again (recompute)
   double gap_seconds = 0;            // predicted time between its last forward reader and first backward one
+                                     // (forward: between the forward readers before and after its gap)
+  bool forward = false;              // swap: across a gap in the forward pass (docs/swap.md, forward swaps)
   std::string trigger;               // swap: the op whose end starts the prefetch (empty: just in time)
   std::string hold;                  // swap: the op through which its space stays allocated while it is copied
                                      // out (empty: none, the ops after its last forward reader may wait)

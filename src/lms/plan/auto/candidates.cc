@@ -26,12 +26,31 @@ double copy_seconds(int64_t bytes, double rate, const DeviceModel& d) {
   return d.copy_latency_s + static_cast<double>(bytes) / rate;
 }
 
+// The copy times of `c`, its gap (fwd_end, bwd_first) on the timeline, and the trigger its prefetch would have by
+// its copy's duration; its hold at the start of the gap.
+void time_gap(const Timeline& tl, const AutoOptions& o, Candidate& c) {
+  c.copy_out = copy_seconds(c.bytes, o.device.d2h_bytes_per_s, o.device);
+  c.copy_in = copy_seconds(c.bytes, o.device.h2d_bytes_per_s, o.device);
+  c.hold = c.fwd_end;
+  c.gap = tl.start[c.bwd_first] - tl.end[c.fwd_end];
+  c.trigger = latest_ending_by(tl.end, c.fwd_end, c.bwd_first,
+                               tl.start[c.bwd_first] - c.copy_in * (1 + o.prefetch_margin));
+}
+
 // Last position at which `v` is read (its producer's if nobody reads it); the end for graph outputs.
 int last_use(const Graph& g, ValueId v) {
   const auto& outs = g.outputs();
   if (std::find(outs.begin(), outs.end(), v) != outs.end()) return static_cast<int>(g.num_nodes());
   const auto& cs = g.value(v).consumers;
   return static_cast<int>(cs.empty() ? g.value(v).producer.v : cs.back().v);
+}
+
+// A value the swap pass may take (besides its producer's kind): on the device, not persistent, sharing its storage
+// with no other value, not empty, and not a graph output (which stays).
+bool may_swap(const Graph& g, ValueId v, const std::vector<int>& aliased) {
+  const Value& val = g.value(v);
+  return !aliased[v.v] && val.placement == Placement::device && !g.is_persistent(v) && val.type.bytes() > 0 &&
+         last_use(g, v) != static_cast<int>(g.num_nodes());
 }
 
 // The segment of `c` (Candidate::segment): from its producer, the latest producer among the inputs from outside
@@ -97,6 +116,44 @@ void find_segment(const Graph& g, const Timeline& tl, const AutoOptions& o, cons
   c.remade_from = from[0];
 }
 
+// Note [Forward gaps]
+// A U-Net's skip connection is read by the encoder's pooling at the start of the forward pass, then by the decoder's
+// concat at its end, then by the backward pass. Its backward gap starts at the concat, so as a backward candidate it
+// is live through every deeper level of the forward pass and, at full resolution, next to the concat's output where
+// the forward pass peaks (unet3d at 344^3: 4.9 GiB beside the concat's 9.7 GiB while the upsampling runs). Its
+// forward gap, from the pooling to the concat, is a candidate of its own (swap only: the swap pass's forward swaps,
+// docs/swap.md), priced and chosen like any swap; both may be chosen, and then one copy goes out and two come back.
+// Each value has one forward gap: the widest in predicted time between two of its forward readers (its producer
+// counts as one), and only when it spans an op.
+void add_forward_gaps(const Graph& g, const Timeline& tl, const AutoOptions& o, const std::vector<int>& aliased,
+                      std::vector<Candidate>& out) {
+  for (NodeId n : g.node_ids()) {
+    const OpDef& d = g.def(n);
+    if (g.node(n).category != Category::fwd || d.traits.source || d.traits.is_copy || d.traits.in_place) continue;
+    for (ValueId v : g.node(n).outputs) {
+      if (!may_swap(g, v, aliased)) continue;
+      const Value& val = g.value(v);
+      std::vector<int> early{static_cast<int>(n.v)};  // the producer and the forward readers, by position
+      for (NodeId r : val.consumers)
+        if (g.node(r).category == Category::fwd) early.push_back(static_cast<int>(r.v));
+      auto gap_after = [&](size_t i) { return tl.start[early[i + 1]] - tl.end[early[i]]; };
+      int widest = -1;  // ties: the earliest
+      for (size_t i = 0; i + 1 < early.size(); ++i)
+        if (early[i + 1] > early[i] + 1 && (widest < 0 || gap_after(i) > gap_after(static_cast<size_t>(widest))))
+          widest = static_cast<int>(i);
+      if (widest < 0) continue;
+      Candidate c;
+      c.value = v;
+      c.producer = n;
+      c.bytes = val.type.bytes();
+      c.forward = true;
+      c.fwd_end = early[widest], c.bwd_first = early[widest + 1];
+      time_gap(tl, o, c);
+      out.push_back(std::move(c));
+    }
+  }
+}
+
 }  // namespace
 
 std::pair<int, int> gap_of(const Graph& g, ValueId v) {
@@ -137,21 +194,15 @@ std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const
     if ((cat != Category::fwd && cat != Category::bwd) || d.traits.source || d.traits.is_copy || d.traits.in_place)
       continue;
     for (ValueId v : g.node(n).outputs) {
+      if (!may_swap(g, v, aliased)) continue;
       const Value& val = g.value(v);
-      if (aliased[v.v] || val.placement != Placement::device || g.is_persistent(v) || val.type.bytes() == 0) continue;
-      if (last_use(g, v) == static_cast<int>(g.num_nodes())) continue;  // a graph output stays
       Candidate c;
       c.value = v;
       c.producer = n;
       c.bytes = val.type.bytes();
       std::tie(c.fwd_end, c.bwd_first) = gap_of(g, v);
       if (c.bwd_first == INT32_MAX || c.bwd_first <= c.fwd_end + 1) continue;  // no gap to free
-      c.copy_out = copy_seconds(c.bytes, o.device.d2h_bytes_per_s, o.device);
-      c.copy_in = copy_seconds(c.bytes, o.device.h2d_bytes_per_s, o.device);
-      c.hold = c.fwd_end;
-      c.gap = tl.start[c.bwd_first] - tl.end[c.fwd_end];
-      c.trigger = latest_ending_by(tl.end, c.fwd_end, c.bwd_first,
-                                   tl.start[c.bwd_first] - c.copy_in * (1 + o.prefetch_margin));
+      time_gap(tl, o, c);
       out.push_back(std::move(c));
     }
   }
@@ -189,6 +240,7 @@ std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const
   }
   if (o.max_segment > 0)
     for (Candidate& c : out) find_segment(g, tl, o, aliased, candidate_of, c);
+  add_forward_gaps(g, tl, o, aliased, out);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The auto planner's candidates (plan/auto/auto_planner.h; docs/planner.md "The auto strategy", step 1): the
-// forward activations a backward op reads and the backward values read again after a gap (a U-Net's
-// skip-connection gradient; swap only), each with its gap on the predicted compute timeline, its copy times,
+// forward activations a backward op reads, the backward values read again after a gap (a U-Net's
+// skip-connection gradient; swap only) and the values read again in the forward pass after a gap (its skip
+// connection; swap only), each with its gap on the predicted compute timeline, its copy times,
 // the trigger its prefetch would have by copy duration, and the chain (and segment) of ops that would recompute
 // it. Shared by the greedy and its refinement in auto_planner.cc; nothing here decides. Internal to the auto
 // planner.
@@ -45,6 +46,10 @@ struct Candidate {
   double segment_seconds = 0;
   int64_t segment_transient = 0;     // the most bytes of the segment's other clones live at once
   bool segmented = false;            // recomputed by its segment rather than its chain (Mix::both_segment)
+  // A forward gap (swap only; Note [Forward gaps] in candidates.cc): the value swapped across the widest gap between
+  // two of its forward readers, fwd_end and bwd_first being the readers before and after it. The same value may
+  // also be a candidate for its backward gap; the two free disjoint ranges.
+  bool forward = false;
   State state = State::keep;
   double seconds = 0;                // the added time estimated when chosen
 
@@ -70,7 +75,8 @@ std::pair<int, int> gap_of(const Graph& g, ValueId v);
 int latest_starting_before(const std::vector<double>& start, int lo, int hi, double t);
 
 // The forward activations a backward op reads, with their gaps, copy times, triggers, recompute chains and
-// segments; and the backward values a backward op reads after a gap (not recomputable).
+// segments; the backward values a backward op reads after a gap (not recomputable); then the forward gaps
+// (Candidate::forward), after all the others.
 std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const AutoOptions& o);
 
 }  // namespace lms::autoplan

@@ -70,8 +70,10 @@ std::vector<int64_t> exact_live(const Graph& g, const MemoryPlan& memory) {
   return live;
 }
 
-// The index in `slots` of the value swap_in `n` of `g` fetches; -1: none.
+// The index in `slots` of the value swap_in `n` of `g` fetches; -1: none, or a forward swap's (read by forward ops).
 int slot_of(const Graph& scheduled, const Graph& g, NodeId n, const std::vector<PrefetchSlot>& slots) {
+  const auto& readers = g.value(g.first_output(n)).consumers;
+  if (!readers.empty() && g.node(readers.front()).category == Category::fwd) return -1;
   const ValueId swapped = g.node(g.value(g.node(n).inputs[0]).producer).inputs[0];
   const auto v = scheduled.find_value(g.value(swapped).name);
   if (!v) return -1;

@@ -31,9 +31,26 @@ Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands,
   if (!ro.values.empty() || !ro.segments.empty()) flops = LMS_TRY(insert_recompute(g, ro)).flops;
 
   SwapOptions so;
+  auto position_in_g = [&](int scheduled_position) {
+    const NodeId n{static_cast<uint32_t>(scheduled_position)};
+    return static_cast<int>(g.value(*g.find_value(scheduled.value(scheduled.first_output(n)).name)).producer.v);
+  };
+  auto name_at = [&](int position) { return g.value(g.first_output(NodeId{static_cast<uint32_t>(position)})).name; };
+  // Forward swaps: the gap between the same two forward readers (recompute clones only come later), trigger and
+  // hold kept inside it.
   for (size_t i = 0; i < cands.size(); ++i) {
     const Candidate& c = cands[i];
-    if (c.state != State::swap) continue;
+    if (c.state != State::swap || !c.forward) continue;
+    const int e = position_in_g(c.fwd_end), f = position_in_g(c.bwd_first);
+    const int k = std::max(e, std::min(f - 1, position_in_g(c.trigger)));
+    const int h = c.hold > c.fwd_end ? std::min(k, position_in_g(c.hold)) : e;
+    so.forward.push_back({scheduled.value(c.value).name, name_at(k), h > e ? name_at(h) : ""});
+    choices[i].trigger = so.forward.back().trigger;
+    choices[i].hold = so.forward.back().hold;
+  }
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const Candidate& c = cands[i];
+    if (c.state != State::swap || c.forward) continue;
     const ValueId v = *g.find_value(scheduled.value(c.value).name);
     const auto [e, f] = gap_of(g, v);
     // A clone placed before the value's last forward reader (possible from TFLMS's level order) leaves no
@@ -43,21 +60,16 @@ Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands,
       continue;
     }
     // The trigger and hold, found by name in the rewritten graph, kept in [e, f), the hold (if any) after e and
-    // not after the trigger.
-    auto position_in_g = [&](int scheduled_position) {
-      const NodeId n{static_cast<uint32_t>(scheduled_position)};
-      return static_cast<int>(g.value(*g.find_value(scheduled.value(scheduled.first_output(n)).name)).producer.v);
-    };
-    auto name_at = [&](int position) {
-      return g.value(g.first_output(NodeId{static_cast<uint32_t>(position)})).name;
-    };
+    // not after the trigger; none with a forward swap of the value, whose hold places the one copy out.
+    const bool forward = std::any_of(so.forward.begin(), so.forward.end(),
+                                     [&](const SwapChoice& s) { return s.value == g.value(v).name; });
     const int k = std::max(e, std::min(f - 1, position_in_g(c.trigger)));
-    const int h = c.hold > c.fwd_end ? std::min(k, position_in_g(c.hold)) : e;
+    const int h = c.hold > c.fwd_end && !forward ? std::min(k, position_in_g(c.hold)) : e;
     so.swaps.push_back({g.value(v).name, name_at(k), h > e ? name_at(h) : ""});
     choices[i].trigger = so.swaps.back().trigger;
     choices[i].hold = so.swaps.back().hold;
   }
-  if (!so.swaps.empty()) LMS_TRY(insert_swaps(g, so));
+  if (!so.swaps.empty() || !so.forward.empty()) LMS_TRY(insert_swaps(g, so));
   g.set_scheduled(true);
   return g;
 }
@@ -66,7 +78,7 @@ Result<Graph> build(const Graph& scheduled, const std::vector<Candidate>& cands,
 std::vector<PrefetchSlot> prefetch_slots(const std::vector<Candidate>& cands, std::vector<size_t>& of_slot) {
   std::vector<PrefetchSlot> slots;
   for (size_t i = 0; i < cands.size(); ++i)
-    if (cands[i].state == State::swap) {
+    if (cands[i].state == State::swap && !cands[i].forward) {  // the forward swaps' prefetches stay
       const Candidate& c = cands[i];
       slots.push_back({c.value, c.bytes, std::max(c.hold, c.fwd_end), c.trigger});
       of_slot.push_back(i);
@@ -93,6 +105,7 @@ Result<AutoResult> realize(const Graph& scheduled, const std::vector<Candidate>&
     ch.bytes = c.bytes;
     ch.seconds = c.seconds;
     ch.gap_seconds = c.gap;
+    ch.forward = c.forward;
     if (c.state == State::recompute)
       for (ValueId v : c.chain)
         if (v != c.value) ch.chain.push_back(scheduled.value(v).name);
