@@ -313,10 +313,11 @@ TEST(AutoTraining, BlockOutputsRemadeBySegmentsAreBitIdentical) {
 
 // auto swaps backward values too (docs/planner.md "The auto strategy", step 1): the U-Net's skip-connection
 // gradient, made by the decoder's backward pass and read again only by the encoder's, goes to the host and back.
-// The batch-1 U-Net of BufferReuseTraining an eighth of the way from its hard minimum to its unconstrained
+// The batch-1 U-Net of BufferReuseTraining a sixteenth of the way from its hard minimum to its unconstrained
 // peak, planned for v100-pcie3 with each backend's workspaces: the plan fits, swaps the skip gradient (on the
 // reference backend, without workspaces, for certain; the cpu backend's workspaces may change the choices),
-// the measured peak is the planned one, and training gives the unconstrained run's losses and parameters.
+// the measured peak is the planned one, and training gives the unconstrained run's losses and parameters. (An
+// eighth of the way until graph inputs could be swapped: auto then swaps the input instead.)
 TEST(AutoTraining, SwappedBackwardValuesAreBitIdentical) {
   const Case c = unet();
   for (const std::string& device : training_devices()) {
@@ -324,7 +325,7 @@ TEST(AutoTraining, SwappedBackwardValuesAreBitIdentical) {
     TrainOptions o;
     o.strategy = Strategy::automatic;
     o.device_model = *device_model("v100-pcie3");
-    o.budget_bytes = base.min_budget_bytes + (base.planned_peak_bytes - base.min_budget_bytes) / 8;
+    o.budget_bytes = base.min_budget_bytes + (base.planned_peak_bytes - base.min_budget_bytes) / 16;
     std::optional<TrainPlanning> t = train_planning(c, device, o);
     ASSERT_TRUE(t.has_value());
     auto plan = make_plan(t->training, t->options);

@@ -48,7 +48,9 @@ Result<Checked> check_choice(const Graph& g, const SwapChoice& c, bool forward) 
   const OpDef& d = g.def(p);
   if (g.is_persistent(*v)) return fail_at(where, "swap: cannot swap it: it is persistent");
   if (g.value(*v).placement == Placement::host) return fail_at(where, "swap: cannot swap it: it is on the host");
-  if (d.traits.source) return fail_at(where, "swap: cannot swap it: its producer {} is a source", d.name);
+  // A graph input (fed before the step) may go to the host and come back; a source that can be made again may not.
+  if (d.traits.source && d.traits.recomputable)
+    return fail_at(where, "swap: cannot swap it: its producer {} is a source that is made again more cheaply", d.name);
   if (d.traits.is_copy) return fail_at(where, "swap: cannot swap it: its producer {} is a copy", d.name);
   if (!forward && late_readers(g, *v).empty())
     return fail_at(where, "swap: no backward op or recompute clone reads it (nothing to swap it in for)");

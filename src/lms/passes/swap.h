@@ -15,10 +15,10 @@
 // plan does not give it to the ops in between and they do not wait for the copy; the planner times the hold to the
 // copy's end. Several swap_outs after one producer, and several swap_ins after one trigger or before one reader,
 // follow value-id order (swap_outs first). Errors, naming the value: unknown names, a value given twice, a value
-// that is persistent, on the host, made by a source or a copy, or has no late reader; an unknown trigger, a trigger
-// that is a copy, or a trigger before %v's producer or not before its first late reader in node order (the producer
-// itself may be the trigger); likewise for a hold, which must also not come after the trigger nor after an in-place
-// writer of %v's storage. A *forward* swap (`forward`, `name:trigger` or `name@hold:trigger`) swaps %v out across a
+// that is persistent, on the host, made by a copy or by a source that makes it again (a constant; an input may
+// be swapped), or has no late reader; an unknown trigger, a trigger that is a copy, or a trigger before %v's
+// producer or not before its first late reader in node order (the producer itself may be the trigger); likewise for
+// a hold, which must also not come after the trigger nor after an in-place writer of %v's storage. A *forward* swap (`forward`, `name:trigger` or `name@hold:trigger`) swaps %v out across a
 // gap in the forward pass: its non-late readers after the trigger in node order (a U-Net decoder's concat reading
 // the skip connection made at the start of the forward pass) read a swap_in of their own, triggered by the trigger
 // and placed after it; so do its late readers unless %v is also among `swaps`, whose swap_in then reads the same

@@ -129,7 +129,9 @@ void add_forward_gaps(const Graph& g, const Timeline& tl, const AutoOptions& o, 
                       std::vector<Candidate>& out) {
   for (NodeId n : g.node_ids()) {
     const OpDef& d = g.def(n);
-    if (g.node(n).category != Category::fwd || d.traits.source || d.traits.is_copy || d.traits.in_place) continue;
+    if (g.node(n).category != Category::fwd || (d.traits.source && d.traits.recomputable) || d.traits.is_copy ||
+        d.traits.in_place)
+      continue;
     for (ValueId v : g.node(n).outputs) {
       if (!may_swap(g, v, aliased)) continue;
       const Value& val = g.value(v);
@@ -191,7 +193,10 @@ std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const
   for (NodeId n : g.node_ids()) {
     const OpDef& d = g.def(n);
     const Category cat = g.node(n).category;
-    if ((cat != Category::fwd && cat != Category::bwd) || d.traits.source || d.traits.is_copy || d.traits.in_place)
+    // Graph inputs too (data and labels, fed before the step; persistent sources are not candidates), not sources
+    // made again more cheaply than copied (constants).
+    if ((cat != Category::fwd && cat != Category::bwd) || (d.traits.source && d.traits.recomputable) ||
+        d.traits.is_copy || d.traits.in_place)
       continue;
     for (ValueId v : g.node(n).outputs) {
       if (!may_swap(g, v, aliased)) continue;
