@@ -45,6 +45,13 @@ int last_use(const Graph& g, ValueId v) {
   return static_cast<int>(cs.empty() ? g.value(v).producer.v : cs.back().v);
 }
 
+// Whether the swap pass may take the outputs of an op of this kind: not copies, not in-place writers, and among
+// sources only graph inputs (data and labels, fed before the step; persistent sources are not candidates either),
+// not those made again more cheaply than copied (constants).
+bool may_swap_outputs(const OpDef& d) {
+  return !(d.traits.source && d.traits.recomputable) && !d.traits.is_copy && !d.traits.in_place;
+}
+
 // A value the swap pass may take (besides its producer's kind): on the device, not persistent, sharing its storage
 // with no other value, not empty, and not a graph output (which stays).
 bool may_swap(const Graph& g, ValueId v, const std::vector<int>& aliased) {
@@ -128,10 +135,7 @@ void find_segment(const Graph& g, const Timeline& tl, const AutoOptions& o, cons
 void add_forward_gaps(const Graph& g, const Timeline& tl, const AutoOptions& o, const std::vector<int>& aliased,
                       std::vector<Candidate>& out) {
   for (NodeId n : g.node_ids()) {
-    const OpDef& d = g.def(n);
-    if (g.node(n).category != Category::fwd || (d.traits.source && d.traits.recomputable) || d.traits.is_copy ||
-        d.traits.in_place)
-      continue;
+    if (g.node(n).category != Category::fwd || !may_swap_outputs(g.def(n))) continue;
     for (ValueId v : g.node(n).outputs) {
       if (!may_swap(g, v, aliased)) continue;
       const Value& val = g.value(v);
@@ -191,13 +195,8 @@ std::vector<Candidate> find_candidates(const Graph& g, const Timeline& tl, const
   }
   std::vector<Candidate> out;
   for (NodeId n : g.node_ids()) {
-    const OpDef& d = g.def(n);
     const Category cat = g.node(n).category;
-    // Graph inputs too (data and labels, fed before the step; persistent sources are not candidates), not sources
-    // made again more cheaply than copied (constants).
-    if ((cat != Category::fwd && cat != Category::bwd) || (d.traits.source && d.traits.recomputable) ||
-        d.traits.is_copy || d.traits.in_place)
-      continue;
+    if ((cat != Category::fwd && cat != Category::bwd) || !may_swap_outputs(g.def(n))) continue;
     for (ValueId v : g.node(n).outputs) {
       if (!may_swap(g, v, aliased)) continue;
       const Value& val = g.value(v);
