@@ -8,9 +8,12 @@
 #include "lms/passes/tflms_serialize.h"
 #include "lms/passes/tflms_swap.h"
 #include "lms/plan/schedule.h"
+#include "passes/pass_test_util.h"
 
 namespace lms {
 namespace {
+
+using pass_test::count_op;
 
 TflmsParams params(int t, int grp, SyncMode m) {
   TflmsParams p;
@@ -18,12 +21,6 @@ TflmsParams params(int t, int grp, SyncMode m) {
   p.swapin_groupby = grp;
   p.sync_mode = m;
   return p;
-}
-
-int count_op(const Graph& g, Op op) {
-  int n = 0;
-  for (NodeId id : g.node_ids()) n += g.node(id).op == op ? 1 : 0;
-  return n;
 }
 
 TEST(TflmsSwapPass, RandomDagsVerifyAndMatchDecisions) {
