@@ -3,9 +3,9 @@
 // the swaps even where everything fits), on the reference backend and on the cpu backend (whose copies run on their own
 // stream threads), and on the cuda backend when a GPU is present. Under a budget the no-swap plan exceeds, the searched
 // plan fits, the measured peak stays within it, and the losses are still those of the unconstrained run. The same for
-// auto (its swaps and recomputations, the segments that remake block outputs, backward values swapped, and a skip
-// connection swapped across its forward gap), for outputs written over their inputs' buffers, and for a loss and
-// attention computed in blocks.
+// auto (its swaps and recomputations, the segments that remake block outputs, backward values swapped, a skip
+// connection swapped across its forward gap, and a plan of greedies going past peaks they could not lower), for
+// outputs written over their inputs' buffers, and for a loss and attention computed in blocks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 
 #include "backends/gpu_presence.h"
+#include "lms/io/onnx.h"
+#include "lms/io/onnx_import.h"
 #include "lms/models/models.h"
 #include "lms/autodiff/optimizer.h"
 #include "lms/plan/strategy.h"
@@ -433,6 +435,45 @@ TEST(AutoTraining, ChunkedLossAndAttentionFitBelowTheUnchunkedMinimum) {
     }
   }
 }
+
+#if LMS_HAVE_ONNX_FILES
+// Auto's last stage (Note [Past a stuck peak] in plan/auto/auto_planner.h): torchvision's SwinTransformer (the
+// onnx_swin fixture) at batch 26 and 1 MiB on h100-pcie5, where no plan of the earlier stages fits (every greedy
+// stops at a peak its estimate cannot lower; batch 24 was the capacity before). Going past those peaks, auto's
+// plan fits, and training under it gives the unconstrained run's losses and parameters bit for bit, with the
+// measured peak the planned one; on the reference backend, whose kernels have no workspaces.
+TEST(AutoTraining, GreediesGoingPastAStuckPeakFitAndAreBitIdentical) {
+  auto model = read_onnx(std::string(LMS_SOURCE_DIR) + "/tests/fixtures/onnx_swin.onnx");
+  ASSERT_TRUE(model.has_value()) << model.error().str();
+  OnnxImportOptions io;
+  io.batch = 26;
+  auto imported = import_onnx(*model, "onnx_swin", io);
+  ASSERT_TRUE(imported.has_value()) << imported.error().str();
+  auto run = [&](const TrainOptions& given) {
+    TrainOptions o = given;
+    o.device = "reference";
+    o.steps = 2;
+    o.seed = 7;
+    o.keep_values = true;
+    o.given_values = &imported->weights;
+    auto r = train(imported->forward, o);
+    EXPECT_TRUE(r.has_value()) << r.error().str();
+    return r ? std::move(*r) : TrainReport{};
+  };
+  const TrainReport base = run(TrainOptions{});
+  TrainOptions o;
+  o.strategy = Strategy::automatic;
+  o.device_model = *device_model("h100-pcie5");
+  o.budget_bytes = int64_t{1} << 20;
+  const TrainReport r = run(o);
+  const std::string what = "onnx_swin batch 26 at 1 MiB; took " + r.auto_source;
+  EXPECT_NE(r.auto_source.find("going past the peaks"), std::string::npos) << what;
+  EXPECT_GT(r.swapped_tensors, 0) << what;
+  EXPECT_EQ(r.peak_device_bytes, r.planned_peak_bytes) << what << ": measured";
+  EXPECT_LE(r.planned_peak_bytes, o.budget_bytes) << what;
+  expect_identical(r, base, what);
+}
+#endif
 
 }  // namespace
 }  // namespace lms

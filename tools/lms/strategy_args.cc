@@ -175,6 +175,7 @@ void print_trial(const TflmsTrial& t) {
 void print_auto_round(std::string_view schedule, const AutoRound& r) {
   std::string greedy(r.greedy);
   if (r.reuse_estimate) greedy += " reuse";
+  if (r.past_stuck) greedy += fmt::format(" past {}", r.set_aside);
   if (r.pinned > 0) greedy += fmt::format(" +{} pinned", r.pinned);
   std::string result = r.fits ? fmt::format("fits, {:.4g} s", r.step_seconds) : std::string("too big");
   if (r.delayed_bytes > 0) result += fmt::format(", {} with prefetches delayed", format_size(r.delayed_bytes));

@@ -200,9 +200,11 @@ Result<Plan> plan_tflms(Plan p, const Graph& scheduled, const std::vector<int64_
   return fail("tflms: unreachable");
 }
 
-// Auto's own plan and tflms's, each predicted on the device model; the faster that fits (ties: auto's own).
+// Auto's own plan and tflms's, each predicted on the device model; the faster that fits (ties: auto's own). With
+// `past_stuck`, the last stage (Note [Past a stuck peak] in plan/auto/auto_planner.h): auto's greedies going past
+// the peaks they cannot lower, and no tflms plan (the first stage made it, and it did not fit).
 Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<int64_t>& workspaces,
-                            const StrategyOptions& opts) {
+                            const StrategyOptions& opts, bool past_stuck) {
   if (p.memory.min_budget_bytes > opts.budget_bytes) {  // below the hard limit: tflms's reason says so
     Plan tf = LMS_TRY(plan_tflms(std::move(p), scheduled, workspaces, opts));
     tf.strategy = Strategy::automatic;
@@ -216,6 +218,7 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
   ao.budget_bytes = opts.budget_bytes;
   ao.host_budget_bytes = opts.host_budget_bytes;
   ao.fits_only = opts.fits_only;
+  ao.past_stuck = past_stuck;
   ao.on_plan = opts.on_auto_plan;
   // A backend's workspace query (cuDNN's algorithm choice among them) was not written to be called from other
   // threads: with one, the search runs on this thread.
@@ -301,6 +304,11 @@ Result<Plan> plan_automatic(Plan p, const Graph& scheduled, const std::vector<in
     take_own("auto (its first plan that fits: only whether it fits was asked)");
     return p;
   }
+  if (past_stuck) {
+    take_own("auto (its greedies going past the peaks they could not lower: nothing else fits, tflms's plan "
+             "included)");
+    return p.fits ? p : not_fitting(std::move(p), *own.why);
+  }
   Plan tf = LMS_TRY(plan_tflms(p, scheduled, workspaces, opts));
   std::optional<double> tf_seconds;
   if (tf.fits) tf_seconds = LMS_TRY(simulate_time(tf.graph, device, measured, &tf.memory)).step_seconds;
@@ -344,11 +352,10 @@ Result<Plan> make_plan(const Graph& training, const StrategyOptions& opts) {
   return p;
 }
 
-Result<Plan> try_plan(const Graph& training, const StrategyOptions& opts) {
-  if (opts.budget_bytes < 0) return fail("budget {} is negative", opts.budget_bytes);
-  if (opts.host_budget_bytes < 0) return fail("host budget {} is negative", opts.host_budget_bytes);
-  if (opts.strategy == Strategy::automatic && !opts.device_model)
-    return fail("strategy auto needs a device model to plan for (--device-model)");
+namespace {
+
+// try_plan of one graph, without auto's fallbacks; `past_stuck`: auto's last stage (plan_automatic).
+Result<Plan> plan_graph(const Graph& training, const StrategyOptions& opts, bool past_stuck) {
   Graph scheduled = LMS_TRY(schedule(training));
   std::vector<int64_t> workspaces;
   MemoryPlan none = LMS_TRY(plan_exact(scheduled, opts, &workspaces));
@@ -374,18 +381,41 @@ Result<Plan> try_plan(const Graph& training, const StrategyOptions& opts) {
                     : host_does_not_fit(p.memory, opts.host_budget_bytes);
     return not_fitting(std::move(p), std::move(why));
   }
-  if (opts.strategy == Strategy::automatic) {
-    Plan a = LMS_TRY(plan_automatic(std::move(p), scheduled, workspaces, opts));
-    // At the edge of capacity the argmax-pool rewrite can cost auto more than it saves (passes/argmax_pool.h):
-    // then the graph with the relu output kept, when that fits.
-    Graph kept = training;
-    if (a.fits || LMS_TRY(keep_pool_input(kept)) == 0) return a;
-    Plan k = LMS_TRY(try_plan(kept, opts));
-    if (!k.fits) return a;
-    k.auto_source += ", keeping the relu output a max pooling reads (with its argmax instead, nothing fits)";
-    return k;
-  }
+  if (opts.strategy == Strategy::automatic)
+    return plan_automatic(std::move(p), scheduled, workspaces, opts, past_stuck);
   return plan_tflms(std::move(p), scheduled, workspaces, opts);
+}
+
+}  // namespace
+
+Result<Plan> try_plan(const Graph& training, const StrategyOptions& opts) {
+  if (opts.budget_bytes < 0) return fail("budget {} is negative", opts.budget_bytes);
+  if (opts.host_budget_bytes < 0) return fail("host budget {} is negative", opts.host_budget_bytes);
+  if (opts.strategy == Strategy::automatic && !opts.device_model)
+    return fail("strategy auto needs a device model to plan for (--device-model)");
+  Plan first = LMS_TRY(plan_graph(training, opts, /*past_stuck=*/false));
+  // Below the hard limit (plan_automatic said so with tflms's reason) no later stage can fit either.
+  if (opts.strategy != Strategy::automatic || first.fits || first.memory.min_budget_bytes > opts.budget_bytes)
+    return first;
+  // Auto's later stages, each only when nothing before it fits: at the edge of capacity the argmax-pool rewrite
+  // can cost more than it saves (passes/argmax_pool.h), so the graph with the relu output kept; then both graphs
+  // with the greedies going past the peaks they cannot lower (Note [Past a stuck peak]). When none fits, the
+  // closest plan of all (the smallest planned peak) says why.
+  Graph kept = training;
+  const bool any_kept = LMS_TRY(keep_pool_input(kept)) > 0;
+  Plan closest = std::move(first);
+  struct Stage {
+    bool keep, past_stuck;
+  };
+  for (const Stage s : {Stage{true, false}, Stage{false, true}, Stage{true, true}}) {
+    if (s.keep && !any_kept) continue;
+    Plan p = LMS_TRY(plan_graph(s.keep ? kept : training, opts, s.past_stuck));
+    if (s.keep && p.fits)
+      p.auto_source += ", keeping the relu output a max pooling reads (with its argmax instead, nothing fits)";
+    if (p.fits) return p;
+    if (p.memory.device_arena_bytes < closest.memory.device_arena_bytes) closest = std::move(p);
+  }
+  return closest;
 }
 
 std::string largest_op(const Graph& g, const MemoryPlan& m) {

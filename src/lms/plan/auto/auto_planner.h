@@ -83,19 +83,32 @@ namespace lms {
 // reuse away (a swapped value is read by a copy and is never written over), which the exact plan and the retries
 // correct; it is not used when a plan fits, since there it made plans slower (Note [Auto slack]).
 
+// Note [Past a stuck peak]
+// A greedy stops when nothing it may move frees bytes at the estimate's peak. The estimate is an upper bound there
+// (Note [Auto slack]), and at the edge of capacity it can be stuck at one op while the exact plans are over the
+// budget elsewhere: vit_b_16 at 16 GiB, every greedy stuck at an attention backward whose exact working set fits,
+// its plans over at other ops it never got to. So as a last stage, when no plan fits otherwise (the strategy's
+// relu-output fallback included, plan/strategy.cc), the portfolio runs once more (on the estimate without reuse,
+// whose upper bound is what gets greedies stuck) with greedies that set a stuck peak aside and go on at the
+// highest other position over the target, until every position not set aside is under it; the exact plan
+// judges, and its excess lowers the target as usual, down to zero. Not earlier: freeing bytes at positions that
+// were never the problem costs time, and where the ordinary stages fit they are faster.
+
 // One round of one greedy of the search (Note [Auto portfolio]): what the estimate aimed at and reached, and what
 // the exact plan of its choices came to. For progress output: why a model does or does not fit.
 struct AutoRound {
   std::string_view greedy;      // its moves: both, cascade, segment, swap-only, recompute-only, strict
   bool reuse_estimate = false;  // its estimate counted buffer reuse (when nothing fitted without; Note [Auto
                                 // reuse estimate])
+  bool past_stuck = false;      // its greedy went on past peaks it could not lower (Note [Past a stuck peak])
+  int set_aside = 0;            // ... the peaks it set aside
   int pinned = 0;               // swaps it recomputes before it starts (Note [Auto refinement]); 0: none
   int round = 0;                // its retry, from 1; each lowers the target by the last exact plan's excess
   int64_t target_bytes = 0;     // the estimate's target
   int64_t estimate_bytes = 0;   // the estimate's peak when the greedy stopped
   std::string estimate_at;      // the node at that peak (of the graph being planned)
-  bool reached = false;         // the estimate got down to the target (else nothing it may move frees bytes at
-                                // the estimate's peak)
+  bool reached = false;         // the estimate got down to the target, but at peaks set aside (else nothing
+                                // it may move frees bytes at the estimate's peak)
   int64_t planned_bytes = 0;    // the exact plan's peak
   std::string planned_at;       // the node at that peak (of the rewritten graph), when it does not fit; else empty
   bool fits = false;            // the exact plan fits the budgets
@@ -129,6 +142,9 @@ struct AutoOptions {
                                     // each from the last one's plan, while they lower its peak
   bool fits_only = false;           // stop at the first plan that fits: no more mixes, no refinement, no
                                     // prefetch advance (capacity probes ask whether it fits, not how fast)
+  bool past_stuck = false;          // the last stage: the portfolio's greedies go on past peaks they cannot
+                                    // lower (Note [Past a stuck peak]); plan/strategy.cc asks for it when no
+                                    // plan fits otherwise
   std::function<void(const AutoRound&)> on_round = {};  // after each greedy round's exact plan, in order
                                                        // (progress output; --verbose); empty: none
   std::function<void()> on_plan = {};  // after each greedy round's exact plan, at once, from the thread that made
