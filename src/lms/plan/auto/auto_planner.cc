@@ -11,7 +11,8 @@
 //     each swap-out runs between its producer's end and start(p*), each prefetch between start(p*) and its
 //     first reader's start, one copy at a time per direction. Earliest deadline first is the best order for
 //     such a queue, and its lateness is the largest excess, over any deadline, of the copy time due by then
-//     over the time available: copies that each hide alone still stall once a link is saturated.
+//     over the time available: copies that each hide alone still stall once a link is saturated (CopyQueue,
+//     plan/auto/copy_queue.h, answers it for each candidate in O(log n), in whole picoseconds).
 // Each step takes the highest position p* of live[] and, among the moves that free bytes at p*, the one with
 // the most bytes freed per second added: swap or recompute a kept value (whichever adds less time), delay
 // a chosen prefetch's trigger to p* (less prefetch, more stall: what lets tight budgets fit), or recompute a
@@ -57,6 +58,7 @@
 
 #include "lms/ir/verifier.h"
 #include "lms/plan/auto/candidates.h"
+#include "lms/plan/auto/copy_queue.h"
 #include "lms/plan/auto/parallel.h"
 #include "lms/plan/auto/realize.h"
 #include "lms/plan/auto/waits.h"
@@ -68,6 +70,7 @@ namespace lms {
 namespace {
 
 using autoplan::Candidate;
+using autoplan::CopyQueue;
 using autoplan::find_candidates;
 using autoplan::gap_of;
 using autoplan::latest_starting_before;
@@ -76,6 +79,8 @@ using autoplan::realize;
 using autoplan::State;
 using autoplan::Timeline;
 using autoplan::timeline;
+using autoplan::to_picoseconds;
+using autoplan::to_seconds;
 
 // Which moves a greedy run may make. Each run is a deterministic greedy; plan_auto runs both, both_cascade,
 // swap_only and recompute_only and keeps the fastest plan that fits (Note [Auto portfolio]). `both_strict`, run
@@ -126,54 +131,36 @@ struct Greedy {
   double unhidden(const Candidate& c, int trigger) const {
     return std::max(0.0, c.copy_in * (1 + o.prefetch_margin) - (tl.start[c.bwd_first] - tl.end[trigger]));
   }
-  // The copy queues' lateness with the chosen swaps and `extra` (-1: none), when the bytes they free must be
-  // free at time t0 (the peak's): every swap-out, from its producer's end, must be done by t0, and every
-  // prefetch, after t0, by its first reader's start. One stream each way, earliest deadline first: the
-  // lateness is the largest excess of the copy time due by a deadline over the time available for it
-  // (Note [Auto estimate]).
-  double queue_lateness(int extra, double t0) const {
-    // The chosen swaps' queues are sorted once per step (sort_queues); `extra` is merged in at its place, so the
-    // sums run in the order a sort of all of them would give.
-    using Copy = std::pair<double, double>;
-    const bool with = extra >= 0;
-    const Copy in_extra = with ? Copy{tl.start[cands[extra].bwd_first], cands[extra].copy_in * (1 + o.prefetch_margin)}
-                               : Copy{};
-    const Copy out_extra = with ? Copy{tl.end[cands[extra].producer.v], cands[extra].copy_out} : Copy{};
-    double late_in = 0, late_out = 0, due = 0;
-    auto in_step = [&](const Copy& c) { late_in = std::max(late_in, (due += c.second) - (c.first - t0)); };
-    bool merged = !with;
-    for (const Copy& c : queue_in) {
-      if (!merged && in_extra < c) in_step(in_extra), merged = true;
-      in_step(c);
-    }
-    if (!merged) in_step(in_extra);
-    due = 0;
-    auto out_step = [&](const Copy& c) { late_out = std::max(late_out, (due += c.second) - (t0 - c.first)); };
-    merged = !with;
-    for (const Copy& c : queue_out) {
-      if (!merged && c < out_extra) out_step(out_extra), merged = true;
-      out_step(c);
-    }
-    if (!merged) out_step(out_extra);
-    return late_in + late_out;
+  // The copy queues' lateness (picoseconds) with the chosen swaps and `extra` (-1: none), when the bytes they free
+  // must be free at time t0 (the peak's): every swap-out, from its producer's end, must be done by t0, and every
+  // prefetch, after t0, by its first reader's start. One stream each way, earliest deadline first: the lateness
+  // is the largest excess of the copy time due by a deadline over the time available for it (Note [Auto
+  // estimate]; plan/auto/copy_queue.h).
+  int64_t queue_lateness(int extra, int64_t t0) const {
+    if (extra < 0) return queue_in.lateness(t0) + queue_out.lateness(-t0);
+    const Candidate& c = cands[extra];
+    return queue_in.lateness_with(prefetch_of(c), t0) + queue_out.lateness_with(copy_out_of(c), -t0);
   }
-  // The chosen swaps' prefetches (deadline, seconds) by deadline and copies out (release, seconds) latest first:
-  // the queues queue_lateness walks.
-  std::vector<std::pair<double, double>> queue_in, queue_out;
-  void sort_queues() {
-    queue_in.clear();
-    queue_out.clear();
+  CopyQueue::Copy prefetch_of(const Candidate& c) const {
+    return {to_picoseconds(tl.start[c.bwd_first]), to_picoseconds(c.copy_in * (1 + o.prefetch_margin))};
+  }
+  CopyQueue::Copy copy_out_of(const Candidate& c) const {
+    return {-to_picoseconds(tl.end[c.producer.v]), to_picoseconds(c.copy_out)};
+  }
+  // The chosen swaps' prefetches and copies out, queued once per step.
+  CopyQueue queue_in, queue_out;
+  void queue_swaps() {
+    std::vector<CopyQueue::Copy> in, out;
     for (int i : swapped) {
-      const Candidate& c = cands[i];
-      queue_in.push_back({tl.start[c.bwd_first], c.copy_in * (1 + o.prefetch_margin)});
-      queue_out.push_back({tl.end[c.producer.v], c.copy_out});
+      in.push_back(prefetch_of(cands[i]));
+      out.push_back(copy_out_of(cands[i]));
     }
-    std::sort(queue_in.begin(), queue_in.end());
-    std::sort(queue_out.begin(), queue_out.end(), std::greater<>());
+    queue_in = CopyQueue(std::move(in));
+    queue_out = CopyQueue(std::move(out));
   }
   // The added time of swapping cands[i] with its prefetch triggered by `trigger`.
-  double swap_cost(int i, int trigger, double t0, double now) const {
-    return std::max(unhidden(cands[i], trigger), queue_lateness(i, t0) - now);
+  double swap_cost(int i, int trigger, int64_t t0, int64_t now) const {
+    return std::max(unhidden(cands[i], trigger), to_seconds(queue_lateness(i, t0) - now));
   }
   void add(int lo, int hi, int64_t bytes) {  // positions [lo, hi]
     for (int p = std::max(lo, 0); p <= hi && p < static_cast<int>(live.size()); ++p) live[p] += bytes;
@@ -375,9 +362,9 @@ struct Greedy {
       const int peak = highest();
       if (peak < 0 || live[peak] <= target) return true;
       peak_live = live[peak];
-      const double t0 = tl.start[peak];
-      sort_queues();
-      const double now = queue_lateness(-1, t0);
+      const int64_t t0 = to_picoseconds(tl.start[peak]);
+      queue_swaps();
+      const int64_t now = queue_lateness(-1, t0);
       int best = -1;
       Move best_move = Move::swap;
       double best_score = -1, best_cost = 0;
