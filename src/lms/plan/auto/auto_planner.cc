@@ -147,8 +147,10 @@ struct Greedy {
   CopyQueue::Copy copy_out_of(const Candidate& c) const {
     return {-to_picoseconds(tl.end[c.producer.v]), to_picoseconds(c.copy_out)};
   }
-  // The chosen swaps' prefetches and copies out, queued once per step.
+  // The chosen swaps' prefetches and copies out, queued again at a step after the swaps changed (a copy's place
+  // in them depends on its reader and producer only, which no other move changes).
   CopyQueue queue_in, queue_out;
+  bool queues_stale = true;
   void queue_swaps() {
     std::vector<CopyQueue::Copy> in, out;
     for (int i : swapped) {
@@ -157,6 +159,7 @@ struct Greedy {
     }
     queue_in = CopyQueue(std::move(in));
     queue_out = CopyQueue(std::move(out));
+    queues_stale = false;
   }
   // The added time of swapping cands[i] with its prefetch triggered by `trigger`.
   double swap_cost(int i, int trigger, int64_t t0, int64_t now) const {
@@ -363,7 +366,7 @@ struct Greedy {
       if (peak < 0 || live[peak] <= target) return true;
       peak_live = live[peak];
       const int64_t t0 = to_picoseconds(tl.start[peak]);
-      queue_swaps();
+      if (queues_stale) queue_swaps();
       const int64_t now = queue_lateness(-1, t0);
       int best = -1;
       Move best_move = Move::swap;
@@ -418,10 +421,12 @@ struct Greedy {
           free_over(c, c.fwd_end + 1, c.trigger);
           swapped.push_back(best);
           host_bytes += c.bytes;
+          queues_stale = true;
           break;
         case Move::swap_to_recompute:
           swapped.erase(std::find(swapped.begin(), swapped.end(), best));
           host_bytes -= c.bytes;
+          queues_stale = true;
           [[fallthrough]];
         case Move::recompute:
           c.seconds = c.recompute_seconds;
