@@ -84,17 +84,21 @@ Case unet() {
   return c;
 }
 
+// `steps` steps of `forward` on `device` from seed 7, keeping the trained values.
+TrainReport train_forward(const Graph& forward, const std::string& device, TrainOptions opts, int steps = 3) {
+  opts.device = device;
+  opts.steps = steps;
+  opts.seed = 7;
+  opts.keep_values = true;
+  auto r = train(forward, opts);
+  EXPECT_TRUE(r.has_value()) << forward.name() << " on " << device << ": " << r.error().str();
+  return r ? std::move(*r) : TrainReport{};
+}
+
 TrainReport train_case(const Case& c, const std::string& device, TrainOptions opts) {
   auto forward = build_model(c.model, c.options);
   EXPECT_TRUE(forward.has_value()) << forward.error().str();
-  if (!forward) return {};
-  opts.device = device;
-  opts.steps = 3;
-  opts.seed = 7;
-  opts.keep_values = true;
-  auto r = train(*forward, opts);
-  EXPECT_TRUE(r.has_value()) << c.model << " on " << device << ": " << r.error().str();
-  return r ? std::move(*r) : TrainReport{};
+  return forward ? train_forward(*forward, device, std::move(opts)) : TrainReport{};
 }
 
 void expect_identical(const TrainReport& got, const TrainReport& want, const std::string& what) {
@@ -449,23 +453,13 @@ TEST(AutoTraining, GreediesGoingPastAStuckPeakFitAndAreBitIdentical) {
   io.batch = 26;
   auto imported = import_onnx(*model, "onnx_swin", io);
   ASSERT_TRUE(imported.has_value()) << imported.error().str();
-  auto run = [&](const TrainOptions& given) {
-    TrainOptions o = given;
-    o.device = "reference";
-    o.steps = 2;
-    o.seed = 7;
-    o.keep_values = true;
-    o.given_values = &imported->weights;
-    auto r = train(imported->forward, o);
-    EXPECT_TRUE(r.has_value()) << r.error().str();
-    return r ? std::move(*r) : TrainReport{};
-  };
-  const TrainReport base = run(TrainOptions{});
   TrainOptions o;
+  o.given_values = &imported->weights;
+  const TrainReport base = train_forward(imported->forward, "reference", o, 2);
   o.strategy = Strategy::automatic;
   o.device_model = *device_model("h100-pcie5");
   o.budget_bytes = int64_t{1} << 20;
-  const TrainReport r = run(o);
+  const TrainReport r = train_forward(imported->forward, "reference", o, 2);
   const std::string what = "onnx_swin batch 26 at 1 MiB; took " + r.auto_source;
   EXPECT_NE(r.auto_source.find("going past the peaks"), std::string::npos) << what;
   EXPECT_GT(r.swapped_tensors, 0) << what;
