@@ -2,9 +2,11 @@
 // per-epoch shuffle being a permutation, batches matching the raw files) and on small datasets written to a
 // temp dir, valid and corrupted (missing file, bad magic, truncated data, truncated gzip stream, bad label,
 // count mismatch, wrong image size). Synthetic data: determinism per (seed, epoch, index), shapes of every
-// kind of model input, value ranges and statistics. Shape and kind errors.
+// kind of model input, value ranges and statistics. Shape and kind errors. The npz kind against fashion-mnist on
+// the same samples (tests/data/npz_data_test.cc has the rest of it).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -16,6 +18,7 @@
 
 #include "lms/data/data.h"
 #include "lms/data/idx.h"
+#include "lms/io/npz.h"
 
 namespace lms {
 namespace {
@@ -236,6 +239,52 @@ TEST_F(SmallFilesTest, ValidSmallDataset) {
   // A batch larger than the train split.
   const std::string e = open_error(fashion(dir_.string()), {DType::f32, {16, 784}}, {DType::i64, {16}});
   EXPECT_NE(e.find("10 samples, fewer than one batch of 16"), std::string::npos) << e;
+}
+
+// The same samples as an .npz archive (f32 images as fashion-mnist normalizes them, i64 labels) give the same
+// batches, bit for bit, in every epoch: both kinds share the order and the padding.
+TEST_F(SmallFilesTest, AnNpzArchiveOfTheSameSamplesGivesTheSameBatches) {
+  const TensorType x{DType::f32, {1, 1, 28, 28}}, y{DType::i64, {1}};
+  auto one = open_ok(fashion(dir_.string(), 7), x, y);
+  ASSERT_NE(one, nullptr);
+  // Samples in file order: train batch i of epoch 0 at batch 1 is sample train_sample(0, i).
+  std::map<std::string, HostTensor> arrays = {{"x_train", HostTensor({DType::f32, {10, 1, 28, 28}})},
+                                              {"y_train", HostTensor({DType::i64, {10}})},
+                                              {"x_test", HostTensor({DType::f32, {3, 1, 28, 28}})},
+                                              {"y_test", HostTensor({DType::i64, {3}})}};
+  HostTensor xs, ls;
+  for (int64_t i = 0; i < 10; ++i) {
+    ASSERT_TRUE(one->train_batch(0, i, xs, ls));
+    const int64_t s = one->train_sample(0, i);
+    std::memcpy(arrays["x_train"].data.data() + s * 784 * 4, xs.data.data(), 784 * 4);
+    arrays["y_train"].as<int64_t>()[static_cast<size_t>(s)] = ls.as<int64_t>()[0];
+  }
+  for (int64_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(one->test_batch(i, xs, ls));
+    std::memcpy(arrays["x_test"].data.data() + i * 784 * 4, xs.data.data(), 784 * 4);
+    arrays["y_test"].as<int64_t>()[static_cast<size_t>(i)] = ls.as<int64_t>()[0];
+  }
+  const std::string archive = (dir_ / "same.npz").string();
+  ASSERT_TRUE(write_npz(archive, arrays));
+  DataOptions o;
+  o.kind = "npz";
+  o.file = archive;
+  o.seed = 7;
+  const TensorType bx{DType::f32, {4, 1, 28, 28}}, by{DType::i64, {4}};
+  auto idx = open_ok(fashion(dir_.string(), 7), bx, by), npz = open_ok(o, bx, by);
+  ASSERT_NE(idx, nullptr);
+  ASSERT_NE(npz, nullptr);
+  HostTensor x1, l1, x2, l2;
+  for (int64_t epoch : {0, 1, 2})
+    for (int64_t b = 0; b < idx->train_batches(); ++b) {
+      ASSERT_TRUE(idx->train_batch(epoch, b, x1, l1));
+      ASSERT_TRUE(npz->train_batch(epoch, b, x2, l2));
+      EXPECT_EQ(x1.data, x2.data) << epoch << " " << b;
+      EXPECT_EQ(l1.data, l2.data) << epoch << " " << b;
+    }
+  ASSERT_EQ(*idx->test_batch(0, x1, l1), *npz->test_batch(0, x2, l2));
+  EXPECT_EQ(x1.data, x2.data);
+  EXPECT_EQ(l1.data, l2.data);
 }
 
 TEST_F(SmallFilesTest, MissingFile) {

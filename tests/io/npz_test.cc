@@ -149,6 +149,58 @@ TEST_F(NpzTest, ReadsNumpySavezCompressed) {
   expect_numpy_fixture(*m);
 }
 
+// Data files hold element types that are no LMS dtype (make_numpy_fixtures.py element_types()): read as stored,
+// converted per element, and mapped to a dtype only where the bytes are one.
+TEST_F(NpzTest, ReadsEveryDataElementType) {
+  auto m = read_npz_arrays(kFixtures + "numpy_element_types.npz");
+  ASSERT_TRUE(m.has_value()) << m.error().str();
+  const std::vector<std::pair<std::string, std::string>> descrs = {
+      {"b1", "|b1"}, {"u1", "|u1"}, {"i1", "|i1"}, {"u2", "<u2"}, {"i2", "<i2"},
+      {"i4", "<i4"}, {"i8", "<i8"}, {"f2", "<f2"}, {"f4", "<f4"}, {"f8", "<f8"}};
+  for (const auto& [key, descr] : descrs) {
+    ASSERT_TRUE(m->contains(key)) << key;
+    const NpyArray& a = m->at(key);
+    EXPECT_EQ(a.descr, descr);
+    EXPECT_EQ(a.shape, (Shape{2, 3})) << key;
+    ASSERT_EQ(a.size(), 6) << key;
+    EXPECT_EQ(a.is_integer(), key[0] != 'f') << key;
+    for (int64_t i = 0; i < 6; ++i) {
+      const double d = static_cast<double>(i);
+      const double want = key == "b1" ? static_cast<double>(i % 2) : key[0] == 'u' ? d : (i % 2 ? -d : d);
+      EXPECT_EQ(a.get(i), want) << key << " element " << i;
+    }
+  }
+  EXPECT_EQ(m->at("f4").dtype(), DType::f32);
+  EXPECT_EQ(m->at("i8").dtype(), DType::i64);
+  EXPECT_EQ(m->at("u1").dtype(), std::nullopt);
+  EXPECT_EQ(m->at("u1_max").get(0), 255);
+  EXPECT_EQ(m->at("i1_min").get(0), -128);
+  EXPECT_EQ(m->at("u2_max").get(0), 65535);
+  EXPECT_EQ(m->at("i2_min").get(0), -32768);
+  // A checkpoint (read_npz) still takes only LMS dtypes.
+  auto checkpoint = read_npz(kFixtures + "numpy_element_types.npz");
+  ASSERT_FALSE(checkpoint.has_value());
+  EXPECT_NE(checkpoint.error().str().find("unsupported dtype '|b1' (supported: <f2, <f4, <f8, <i4, <i8)"),
+            std::string::npos) << checkpoint.error().str();
+  // What data files cannot hold either, and the errors parse_npy gives.
+  auto array_error = [](const std::string& bytes) {
+    auto r = parse_npy_array(std::vector<std::byte>(reinterpret_cast<const std::byte*>(bytes.data()),
+                                                    reinterpret_cast<const std::byte*>(bytes.data() + bytes.size())),
+                             "t.npy");
+    EXPECT_FALSE(r.has_value());
+    return r ? "" : r.error().str();
+  };
+  EXPECT_NE(array_error(npy_with_header("{'descr': '<u8', 'fortran_order': False, 'shape': (2,), }", 16))
+                .find("t.npy: unsupported dtype '<u8' (supported: |b1, |u1, |i1, <u2, <i2, <i4, <i8, <f2, <f4, <f8)"),
+            std::string::npos);
+  EXPECT_NE(array_error(npy_with_header("{'descr': '>i2', 'fortran_order': False, 'shape': (2,), }", 4))
+                .find("big-endian"),
+            std::string::npos);
+  EXPECT_NE(array_error(npy_with_header("{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }", 5))
+                .find("truncated: expected 6 bytes of |u1[2,3] data, got 5"),
+            std::string::npos);
+}
+
 TEST_F(NpzTest, Zip64RecordsRoundTrip) {
   // Force ZIP64 for every size and offset; our reader must follow the ZIP64 extras and end record.
   const std::string a = "first member", b(1000, 'x');

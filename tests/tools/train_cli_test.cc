@@ -1,10 +1,11 @@
 // `lms train` end to end: the JSON has every key scripts rely on and nothing else is on stdout; plain progress
 // lines when stdout is not a terminal; a budget below the planned peak fails before running with one error
 // line naming the peak, the budget and the op; devices and strategies not built yet, and bad options, are
-// one-line errors; --save / --load round-trip; and, when the dataset is installed, Fashion-MNIST training
-// reaches a useful test accuracy.
+// one-line errors; --save / --load round-trip; training on a NumPy archive (--data FILE.npz); and, when the
+// dataset is installed, Fashion-MNIST training reaches a useful test accuracy.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -165,6 +166,26 @@ TEST(TrainCommand, Dropout) {
   expect_one_error_line(lms(std::string(kSmall) + " --dropout 1"), "dropout: must be in [0, 1), got 1", "p = 1");
   expect_one_error_line(lms(std::string(kSmall) + " --dropout -0.5"), "must be in [0, 1)", "negative p");
   expect_one_error_line(lms("train --model resnet18 --dropout 0.1"), "dropout", "resnet has no dropout");
+}
+
+TEST(TrainCommand, TrainsOnANumpyArchive) {
+  // uint8 [10,28,28] images and labels as Keras's mnist.npz holds them (tests/fixtures/make_numpy_fixtures.py).
+  const std::string file = std::string(LMS_SOURCE_DIR) + "/tests/fixtures/numpy_data.npz";
+  const std::string run = "train --model mlp --hidden 16 --batch 4 --device reference --steps 3 --json --data " + file;
+  nlohmann::json j = parse_json(lms(run));
+  ASSERT_EQ(j["losses"].size(), 3u);
+  for (const auto& l : j["losses"]) EXPECT_TRUE(std::isfinite(l.get<double>())) << l;
+  ASSERT_TRUE(j.contains("test_accuracy")) << "the archive has a test split";
+  EXPECT_GE(j["test_accuracy"].get<double>(), 0.0);
+  EXPECT_LE(j["test_accuracy"].get<double>(), 1.0);
+  EXPECT_EQ(parse_json(lms(run))["losses"], j["losses"]) << "the same file, seed and steps";
+  EXPECT_NE(parse_json(lms(run + " --seed 5"))["losses"], j["losses"]) << "another order and initial values";
+  // The data are checked before planning: a bad file is the error even when the budget is too small too.
+  expect_one_error_line(lms("train --model mlp --steps 1 --budget 1KiB --data /no/such.npz"), "/no/such.npz",
+                        "missing archive");
+  expect_one_error_line(lms("train --model mlp --steps 1 --data npz"), "--data FILE.npz", "npz without a file");
+  expect_one_error_line(lms("train --model mlp --hidden 16 --batch 16 --steps 1 --data " + file),
+                        "10 samples, fewer than one batch of 16", "batch larger than the archive");
 }
 
 TEST(TrainCommand, FashionMnistLearns) {

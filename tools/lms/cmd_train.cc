@@ -101,10 +101,14 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   o.training.argmax_pool = !c.no_argmax_pool;
   o.training.loss_chunks = c.loss_chunks;
   o.training.attention_chunks = c.attention_chunks;
-  o.data.kind = c.data;
+  // `--data FILE.npz` names the user's own arrays.
+  const bool npz_file = c.data.ends_with(".npz");
+  o.data.kind = npz_file ? "npz" : c.data;
+  if (npz_file) o.data.file = c.data;
+  if (o.data.kind == "npz" && !npz_file) return fail("--data npz: give the archive itself, --data FILE.npz");
   o.data.dir = c.data_dir;
   o.seed = c.seed;
-  o.evaluate = c.data == "fashion-mnist";
+  o.evaluate = o.data.kind != "synthetic";
   o.keep_values = !c.save.empty();
   return o;
 }
@@ -279,7 +283,7 @@ void add_train_command(CLI::App& root, int& exit_code) {
   add_strategy_options(sub, c->planning, /*budget_required=*/false);
   c->steps_opt = sub->add_option("--steps", c->steps, "Train this many steps");
   c->epochs_opt = sub->add_option("--epochs", c->epochs, "Train this many passes over the data (default: 1)");
-  sub->add_option("--data", c->data, "Data: synthetic or fashion-mnist")->capture_default_str();
+  sub->add_option("--data", c->data, "Data: synthetic, fashion-mnist, or FILE.npz (x_train, y_train [, x_test, y_test])")->capture_default_str();
   sub->add_option("--data-dir", c->data_dir, "Directory of the Fashion-MNIST IDX files")->capture_default_str();
   sub->add_option("--seed", c->seed, "Seed of the initial values and the data order")->capture_default_str();
   sub->add_option("--optimizer", c->optimizer, "sgd, momentum or adam")->capture_default_str();

@@ -63,7 +63,7 @@ Result<int64_t> DataSource::test_batch(int64_t index, HostTensor& x, HostTensor&
 }
 
 std::span<const std::string_view> data_kinds() {
-  static constexpr std::array<std::string_view, 2> kKinds = {"synthetic", "fashion-mnist"};
+  static constexpr std::array<std::string_view, 3> kKinds = {"synthetic", "fashion-mnist", "npz"};
   return kKinds;
 }
 
@@ -81,8 +81,10 @@ Result<std::unique_ptr<DataSource>> open_data(const DataOptions& options, const 
     source = LMS_TRY(data::open_synthetic(options, x, labels));
   } else if (options.kind == "fashion-mnist") {
     source = LMS_TRY(data::open_fashion_mnist(options, x, labels));
+  } else if (options.kind == "npz") {
+    source = LMS_TRY(data::open_npz(options, x, labels));
   } else {
-    return fail("unknown data kind '{}' (known: synthetic, fashion-mnist)", options.kind);
+    return fail("unknown data kind '{}' (known: synthetic, fashion-mnist, npz)", options.kind);
   }
   if (source->train_size() < source->batch_size())
     return fail("{} data: the train split has {} samples, fewer than one batch of {}", options.kind,

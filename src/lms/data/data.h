@@ -1,6 +1,7 @@
 // Data sources for training: batches of inputs and labels shaped like a model's `%x` and `%labels` inputs
-// (dim 0 is the batch). Two kinds: "synthetic" (seeded random samples of any shape, for benchmarks and models
-// without a dataset) and "fashion-mnist" (Debian's dataset-fashion-mnist IDX files). A source is a fixed set
+// (dim 0 is the batch). Three kinds: "synthetic" (seeded random samples of any shape, for benchmarks and models
+// without a dataset), "fashion-mnist" (Debian's dataset-fashion-mnist IDX files) and "npz" (the user's own
+// arrays in a NumPy archive: x_train, y_train, and optionally x_test, y_test). A source is a fixed set
 // of train and test samples; training visits the train samples in a seeded order reshuffled every epoch and
 // drops the last partial batch; testing visits the test samples in order and pads the last batch, reporting
 // how many rows are real. Everything is deterministic per (seed, epoch, batch index) and uses the portable
@@ -23,10 +24,11 @@ namespace lms {
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
 struct DataOptions {
-  std::string kind = "synthetic";      // "synthetic" or "fashion-mnist"
+  std::string kind = "synthetic";      // "synthetic", "fashion-mnist" or "npz"
   std::string dir = kFashionMnistDir;  // fashion-mnist: the directory holding the four IDX .gz files
+  std::string file;                    // npz: the archive (.npz) holding x_train, y_train [, x_test, y_test]
   uint64_t seed = 0;                   // synthetic contents and the per-epoch training order
-  int64_t classes = 10;                // synthetic: labels, and integer inputs (token ids), lie in [0, classes)
+  int64_t classes = 10;                // synthetic, npz: labels, and integer inputs (token ids), lie in [0, classes)
   int64_t synthetic_train_samples = 0; // synthetic: train split size; 0 = kSyntheticTrainBatches batches
   int64_t synthetic_test_samples = 0;  // synthetic: test split size; 0 = kSyntheticTestBatches batches
 };
@@ -89,7 +91,9 @@ std::span<const std::string_view> data_kinds();
 
 // Opens a source of `options.kind` for a model whose inputs have types `x` and `labels` (batch = dim 0 of
 // both). Errors: unknown kind, inputs the kind cannot produce (naming the expected shape), a split smaller
-// than one batch, and for fashion-mnist missing or corrupt files (naming the file and what is wrong).
+// than one batch, and for fashion-mnist and npz missing or corrupt files (naming the file and what is wrong),
+// and for npz arrays that do not fit the inputs (naming the member, its shape and the input's) or hold labels
+// outside [0, classes) or non-finite inputs (naming the sample).
 Result<std::unique_ptr<DataSource>> open_data(const DataOptions& options, const TensorType& x,
                                               const TensorType& labels);
 

@@ -11,6 +11,7 @@ namespace lms::data {
 Result<std::unique_ptr<DataSource>> open_synthetic(const DataOptions& o, const TensorType& x, const TensorType& labels);
 Result<std::unique_ptr<DataSource>> open_fashion_mnist(const DataOptions& o, const TensorType& x,
                                                        const TensorType& labels);
+Result<std::unique_ptr<DataSource>> open_npz(const DataOptions& o, const TensorType& x, const TensorType& labels);
 
 // Random-stream labels (support/random.h derive_key): one per purpose, so streams never overlap.
 inline constexpr uint64_t kShuffleStream = 1;

@@ -187,7 +187,15 @@ Result<std::vector<std::byte>> encode_npy(const HostTensor& t) {
   return out;
 }
 
-Result<HostTensor> parse_npy(std::span<const std::byte> bytes, const std::string& where) {
+namespace {
+
+// Where an .npy file's data start, and what its header says; the header's own errors are checked here.
+struct NpyLayout {
+  NpyHeader header;
+  size_t data_offset = 0;
+};
+
+Result<NpyLayout> parse_layout(std::span<const std::byte> bytes, const std::string& where) {
   auto at = [&](size_t k) { return static_cast<uint8_t>(bytes[k]); };
   if (bytes.size() < kPreludeV1 || std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0)
     return fail_at(where, "not an .npy file (bad magic)");
@@ -203,21 +211,117 @@ Result<HostTensor> parse_npy(std::span<const std::byte> bytes, const std::string
   auto h = parse_header(text);
   if (!h) return fail_at(where, "bad .npy header: {}", h.error().what);
   if (h->fortran_order) return fail_at(where, "Fortran-order arrays are not supported; save np.ascontiguousarray(a)");
-  auto dtype = dtype_of_descr(h->descr);
+  return NpyLayout{std::move(*h), prelude + header_len};
+}
+
+// The data's byte count for `shape` at `element_bytes` each, checked against the `present` bytes after the
+// header; `what` names the data in errors ("f32[3,4]").
+Result<size_t> data_bytes(const Shape& shape, int64_t element_bytes, size_t present, const std::string& what,
+                          const std::string& where) {
+  int64_t total = element_bytes;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(total, d, &total)) return fail_at(where, "shape {} is too large", to_string(shape));
+  const auto need = static_cast<size_t>(total);
+  if (present < need) return fail_at(where, "truncated: expected {} bytes of {} data, got {}", need, what, present);
+  if (present > need) return fail_at(where, "{} unexpected bytes after the {} data", present - need, what);
+  return need;
+}
+
+struct ElementCode {
+  NpyElement element;
+  std::string_view descr;
+  int64_t bytes;
+};
+constexpr std::array<ElementCode, 10> kElementCodes = {{
+    {NpyElement::b1, "|b1", 1},
+    {NpyElement::u1, "|u1", 1},
+    {NpyElement::i1, "|i1", 1},
+    {NpyElement::u2, "<u2", 2},
+    {NpyElement::i2, "<i2", 2},
+    {NpyElement::i4, "<i4", 4},
+    {NpyElement::i8, "<i8", 8},
+    {NpyElement::f2, "<f2", 2},
+    {NpyElement::f4, "<f4", 4},
+    {NpyElement::f8, "<f8", 8},
+}};
+
+const ElementCode& code_of(NpyElement e) { return kElementCodes[static_cast<size_t>(e)]; }
+
+template <class T>
+T load(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+Result<HostTensor> parse_npy(std::span<const std::byte> bytes, const std::string& where) {
+  NpyLayout layout = LMS_TRY(parse_layout(bytes, where));
+  auto dtype = dtype_of_descr(layout.header.descr);
   if (!dtype) return fail_at(where, "{}", dtype.error().what);
-  TensorType type{*dtype, h->shape};
-  int64_t total_bytes = dtype_size(*dtype);
-  for (int64_t d : type.shape)
-    if (__builtin_mul_overflow(total_bytes, d, &total_bytes))
-      return fail_at(where, "shape {} is too large", to_string(type.shape));
-  const size_t data_len = bytes.size() - prelude - header_len;
-  const auto need = static_cast<size_t>(type.bytes());
-  if (data_len < need)
-    return fail_at(where, "truncated: expected {} bytes of {} data, got {}", need, to_string(type), data_len);
-  if (data_len > need) return fail_at(where, "{} unexpected bytes after the {} data", data_len - need, to_string(type));
+  TensorType type{*dtype, layout.header.shape};
+  const size_t need = LMS_TRY(data_bytes(type.shape, dtype_size(*dtype), bytes.size() - layout.data_offset,
+                                         to_string(type), where));
   HostTensor t(type);
-  if (need > 0) std::memcpy(t.data.data(), bytes.data() + prelude + header_len, need);
+  if (need > 0) std::memcpy(t.data.data(), bytes.data() + layout.data_offset, need);
   return t;
+}
+
+int64_t NpyArray::size() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool NpyArray::is_integer() const {
+  return element != NpyElement::f2 && element != NpyElement::f4 && element != NpyElement::f8;
+}
+
+std::optional<DType> NpyArray::dtype() const {
+  auto d = dtype_of_descr(descr);
+  return d ? std::optional(*d) : std::nullopt;
+}
+
+double NpyArray::get(int64_t i) const {
+  const std::byte* p = data.data() + static_cast<size_t>(i * code_of(element).bytes);
+  switch (element) {
+    case NpyElement::b1: return load<uint8_t>(p) != 0 ? 1.0 : 0.0;
+    case NpyElement::u1: return load<uint8_t>(p);
+    case NpyElement::i1: return load<int8_t>(p);
+    case NpyElement::u2: return load<uint16_t>(p);
+    case NpyElement::i2: return load<int16_t>(p);
+    case NpyElement::i4: return load<int32_t>(p);
+    case NpyElement::i8: return static_cast<double>(load<int64_t>(p));
+    case NpyElement::f2: return half_to_float(load<uint16_t>(p));
+    case NpyElement::f4: return load<float>(p);
+    case NpyElement::f8: return load<double>(p);
+  }
+  return 0;
+}
+
+Result<NpyArray> parse_npy_array(std::vector<std::byte> bytes, const std::string& where) {
+  NpyLayout layout = LMS_TRY(parse_layout(bytes, where));
+  NpyArray a;
+  a.descr = layout.header.descr;
+  a.shape = layout.header.shape;
+  const ElementCode* code = nullptr;
+  for (const ElementCode& c : kElementCodes)
+    if (c.descr == a.descr) code = &c;
+  if (code == nullptr) {
+    if (!a.descr.empty() && a.descr[0] == '>')
+      return fail_at(where, "big-endian data ('{}') is not supported; save with arr.astype('<{}')", a.descr,
+                     a.descr.substr(1));
+    std::string known;
+    for (const ElementCode& c : kElementCodes) known += (known.empty() ? "" : ", ") + std::string(c.descr);
+    return fail_at(where, "unsupported dtype '{}' (supported: {})", a.descr, known);
+  }
+  a.element = code->element;
+  LMS_TRY_VOID(data_bytes(a.shape, code->bytes, bytes.size() - layout.data_offset,
+                          fmt::format("{}{}", a.descr, to_string(a.shape)), where));
+  bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(layout.data_offset));
+  a.data = std::move(bytes);
+  return a;
 }
 
 Result<HostTensor> read_npy(const std::string& path) {
@@ -240,16 +344,30 @@ Result<void> write_npy(const std::string& path, const HostTensor& t) {
   return {};
 }
 
-Result<std::map<std::string, HostTensor>> read_npz(const std::string& path) {
+namespace {
+
+// Every member of the archive at `path`, parsed by `parse(bytes, where)` into a T.
+template <class T, class Parse>
+Result<std::map<std::string, T>> read_members(const std::string& path, Parse parse) {
   zip::Reader reader = LMS_TRY(zip::Reader::open(path));
-  std::map<std::string, HostTensor> out;
+  std::map<std::string, T> out;
   for (const zip::Entry& e : reader.entries()) {
     const std::string key = member_key(e.name);
     if (out.contains(key)) return fail_at(path, "two members named '{}'", key);
-    std::vector<std::byte> bytes = LMS_TRY(reader.read(e));
-    out.emplace(key, LMS_TRY(parse_npy(bytes, path + ": member '" + e.name + "'")));
+    out.emplace(key, LMS_TRY(parse(LMS_TRY(reader.read(e)), path + ": member '" + e.name + "'")));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::map<std::string, HostTensor>> read_npz(const std::string& path) {
+  return read_members<HostTensor>(
+      path, [](const std::vector<std::byte>& bytes, const std::string& where) { return parse_npy(bytes, where); });
+}
+
+Result<std::map<std::string, NpyArray>> read_npz_arrays(const std::string& path) {
+  return read_members<NpyArray>(path, parse_npy_array);
 }
 
 Result<void> write_npz(const std::string& path, const std::map<std::string, HostTensor>& tensors) {

@@ -85,6 +85,14 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   Graph training = LMS_TRY(build_training_graph(forward, opts.training));
+  // The data are opened, and a file checked, before planning, which can take minutes on a large model.
+  DataOptions data_opts = opts.data;
+  data_opts.seed = opts.seed;
+  if (auto logits = logits_of(forward); logits && forward.value(*logits).type.rank() >= 2)
+    data_opts.classes = forward.value(*logits).type.shape[1];  // labels (and token ids) must be valid classes
+  std::unique_ptr<DataSource> data =
+      LMS_TRY(open_data(data_opts, training.value(LMS_TRY(named_input(training, kInputName))).type,
+                        training.value(LMS_TRY(named_input(training, kLabelsName))).type));
   // The backend is made first because the plan includes its kernels' workspaces; its arenas are allocated
   // only once the plan is known to fit.
   std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, backend_options(opts)));
@@ -125,12 +133,6 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
     if (v != x && v != labels)
       return fail("training feeds inputs %{} and %{}, but graph '{}' also has input %{}", kInputName, kLabelsName,
                   g.name(), g.value(v).name);
-
-  DataOptions data_opts = opts.data;
-  data_opts.seed = opts.seed;
-  if (auto logits = logits_of(forward); logits && forward.value(*logits).type.rank() >= 2)
-    data_opts.classes = forward.value(*logits).type.shape[1];  // synthetic labels must be valid classes
-  std::unique_ptr<DataSource> data = LMS_TRY(open_data(data_opts, g.value(x).type, g.value(labels).type));
 
   rep.batch = data->batch_size();
   rep.steps_per_epoch = data->train_batches();
@@ -225,7 +227,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   double sum = 0;
   for (double s : rep.step_seconds) sum += s;
   rep.samples_per_second = sum > 0 ? static_cast<double>(rep.batch * rep.steps) / sum : 0;
-  if (opts.evaluate && !rep.interrupted) {
+  if (opts.evaluate && !rep.interrupted && data->test_size() > 0) {
     auto [accuracy, samples] = LMS_TRY(evaluate(forward, opts, *data, trained));
     rep.test_accuracy = accuracy;
     rep.test_samples = samples;

@@ -48,7 +48,7 @@ struct TrainOptions {
   const std::map<std::string, HostTensor>* given_values = nullptr;  // else: these values where they name one (an
                                                                     // imported model's weights), init for the rest
   bool keep_values = false;                  // return the trained parameters and state
-  bool evaluate = false;                     // measure accuracy on the test split after training
+  bool evaluate = false;                     // measure accuracy on the test split after training (if it has one)
   bool validate = true;                      // poison and scan every step to measure the touched peak
   TraceWriter* trace = nullptr;              // record the traced steps (traced_step) into this
   // Called with one line before each start-up stage that can take a while at a large batch: once planned (what
