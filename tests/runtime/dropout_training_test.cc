@@ -18,28 +18,12 @@
 #include "lms/runtime/init.h"
 #include "lms/runtime/trainer.h"
 #include "lms/sim/device_model.h"
+#include "runtime_test_util.h"
 
 namespace lms {
 namespace {
 
-// A two-layer GPT with dropout in all of nanoGPT's places (5 per block, 1 on the embeddings).
-ModelOptions gpt_options(double dropout) {
-  ModelOptions o;
-  o.batch = 4;
-  o.layers = 2;
-  o.hidden_size = 32;
-  o.heads = 4;
-  o.seq = 16;
-  o.vocab = 50;
-  o.dropout = dropout;
-  return o;
-}
-
-Graph gpt(double dropout) {
-  auto g = build_model("gpt", gpt_options(dropout));
-  EXPECT_TRUE(g.has_value()) << g.error().str();
-  return g ? std::move(*g) : Graph("none");
-}
+Graph gpt(double dropout) { return runtime_test::small_gpt(dropout); }
 
 int count(const Graph& g, Op op) {
   return static_cast<int>(std::ranges::count_if(g.node_ids(), [&](NodeId n) { return g.node(n).op == op; }));

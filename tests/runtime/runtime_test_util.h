@@ -1,4 +1,4 @@
-// Shared fixtures of the runtime tests: a tiny MLP training program and its synthetic data, and a runner
+// Shared fixtures of the runtime tests: a tiny MLP training program and its synthetic data, a small GPT, and a runner
 // that executes steps on the reference backend and collects losses.
 #pragma once
 
@@ -15,6 +15,22 @@
 #include "lms/runtime/program.h"
 
 namespace lms::runtime_test {
+
+// A two-layer GPT (hidden 32, 4 heads, sequence 16, vocabulary 50, batch 4) with dropout `p` in all of nanoGPT's
+// places (5 per block, 1 on the embeddings); p = 0 adds none.
+inline Graph small_gpt(double dropout) {
+  ModelOptions o;
+  o.batch = 4;
+  o.layers = 2;
+  o.hidden_size = 32;
+  o.heads = 4;
+  o.seq = 16;
+  o.vocab = 50;
+  o.dropout = dropout;
+  auto g = build_model("gpt", o);
+  EXPECT_TRUE(g.has_value()) << g.error().str();
+  return g ? std::move(*g) : Graph("none");
+}
 
 // mlp on 1x4x4 images, one hidden layer of 8, 3 classes, batch 4, trained with momentum SGD.
 inline Graph tiny_training_graph(OptimizerKind kind = OptimizerKind::momentum) {

@@ -1,8 +1,9 @@
 // `lms train` end to end: the JSON has every key scripts rely on and nothing else is on stdout; plain progress
 // lines when stdout is not a terminal; a budget below the planned peak fails before running with one error
 // line naming the peak, the budget and the op; devices and strategies not built yet, and bad options, are
-// one-line errors; --save / --load round-trip; training on a NumPy archive (--data FILE.npz); and, when the
-// dataset is installed, Fashion-MNIST training reaches a useful test accuracy.
+// one-line errors; --save / --load round-trip and resume where the checkpoint stopped; training on a NumPy
+// archive (--data FILE.npz); and, when the dataset is installed, Fashion-MNIST training reaches a useful test
+// accuracy.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -148,6 +149,38 @@ TEST(TrainCommand, SaveAndLoadCheckpoints) {
   // A checkpoint of another model does not load.
   expect_one_error_line(lms("train --model mlp --hidden 24 --batch 8 --steps 1 --load " + first.string()),
                         "checkpoint", "other model");
+}
+
+// A checkpoint records its steps; --load goes on after them, so 2 steps, then 3 resumed, end in the same file,
+// byte for byte, as 5 steps at once (crossing epochs: 10 samples at batch 4). --save-every writes on the way.
+TEST(TrainCommand, ResumesWhereTheCheckpointStopped) {
+  const std::string data = std::string(LMS_SOURCE_DIR) + "/tests/fixtures/numpy_data.npz";
+  const std::string run = "train --model mlp --hidden 16 --batch 4 --device reference --optimizer adam --dropout 0.3 "
+                          "--json --data " + data;
+  const fs::path whole = temp_dir() / "whole.npz", half = temp_dir() / "half.npz", rest = temp_dir() / "rest.npz";
+  nlohmann::json a = parse_json(lms(run + " --steps 5 --save " + whole.string()));
+  ASSERT_EQ(a["losses"].size(), 5u);
+  EXPECT_EQ(a["first_step"], 0);
+  parse_json(lms(run + " --steps 2 --save " + half.string()));
+  nlohmann::json c = parse_json(lms(run + " --steps 3 --load " + half.string() + " --save " + rest.string()));
+  EXPECT_EQ(c["first_step"], 2);
+  EXPECT_EQ(c["losses"], nlohmann::json(std::vector<nlohmann::json>(a["losses"].begin() + 2, a["losses"].end())));
+  EXPECT_EQ(lms::testing::slurp(whole), lms::testing::slurp(rest)) << "the same checkpoint file";
+  EXPECT_FALSE(fs::exists(rest.string() + ".partial"));
+
+  // --save-every: a line per checkpoint on the way, not after the last step (the final save is that one).
+  const std::string plain = "train --model mlp --hidden 16 --batch 4 --device reference --data " + data;
+  CmdResult every = lms(plain + " --steps 5 --save-every 2 --save " + rest.string());
+  ASSERT_EQ(every.status, 0) << every.err;
+  EXPECT_NE(every.out.find("saved " + rest.string() + " after step 2\n"), std::string::npos) << every.out;
+  EXPECT_NE(every.out.find("saved " + rest.string() + " after step 4\n"), std::string::npos) << every.out;
+  EXPECT_EQ(every.out.find("after step 5"), std::string::npos) << every.out;
+  CmdResult resumed = lms(plain + " --steps 1 --load " + rest.string());
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("1 steps (0.5 epochs) after the checkpoint's 5"), std::string::npos) << resumed.out;
+  expect_one_error_line(lms(plain + " --steps 2 --save-every 1"), "--save-every needs --save", "no file");
+  expect_one_error_line(lms(plain + " --steps 2 --save-every -2 --save " + rest.string()), "--save-every must be",
+                        "negative");
 }
 
 // --dropout: masks change the losses, the same seed repeats them, the key travels in checkpoints (an i64

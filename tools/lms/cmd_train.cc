@@ -4,6 +4,8 @@
 // Ctrl-C stops after the current step: the report covers the steps done, --save still writes, and the exit
 // code is kExitInterrupted. --trace FILE writes a Chrome trace of the first steps and the last (docs/trace.md);
 // the file is created before training, so a path that cannot be written is an error before any step runs.
+// --save writes the checkpoint with its steps record, --save-every N also every N steps (through a temporary
+// file), and --load of such a checkpoint resumes the data order after its steps (docs/checkpoints.md).
 #include <csignal>
 #include <cmath>
 #include <filesystem>
@@ -46,6 +48,7 @@ struct TrainCmd {
   bool no_argmax_pool = false;
   int64_t loss_chunks = 1, attention_chunks = 1;
   std::string save, load;
+  int64_t save_every = 0;  // 0: only at the end
   std::string trace;  // empty: no trace
   bool json = false;
   CLI::Option *steps_opt = nullptr, *epochs_opt = nullptr, *lr_opt = nullptr;
@@ -110,6 +113,9 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   o.seed = c.seed;
   o.evaluate = o.data.kind != "synthetic";
   o.keep_values = !c.save.empty();
+  if (c.save_every < 0) return fail("--save-every must be >= 1 steps, got {}", c.save_every);
+  if (c.save_every > 0 && c.save.empty()) return fail("--save-every needs --save FILE.npz (where to write them)");
+  o.checkpoint_every = c.save_every;
   return o;
 }
 
@@ -135,6 +141,7 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
   j["device"] = c.device;
   j["strategy"] = c.planning.strategy;
   j["steps"] = r.steps;
+  j["first_step"] = r.first_step;
   j["batch"] = r.batch;
   j["lower_bound_bytes"] = r.lower_bound_bytes;
   j["min_budget_bytes"] = r.min_budget_bytes;
@@ -151,8 +158,9 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
 }
 
 void print_summary(const TrainCmd& c, const std::string& graph, const TrainReport& r) {
-  fmt::print("trained '{}' on {}: {} steps ({:.2g} epochs), batch {}\n", graph, c.device, r.steps,
-             static_cast<double>(r.steps) / static_cast<double>(r.steps_per_epoch), r.batch);
+  fmt::print("trained '{}' on {}: {} steps ({:.2g} epochs){}, batch {}\n", graph, c.device, r.steps,
+             static_cast<double>(r.steps) / static_cast<double>(r.steps_per_epoch),
+             r.first_step > 0 ? fmt::format(" after the checkpoint's {}", r.first_step) : std::string(), r.batch);
   if (!r.losses.empty()) fmt::print("  loss           {:.4f} -> {:.4f}\n", r.losses.front(), r.losses.back());
   fmt::print("  planned peak   {} (budget {}; liveness lower bound {}; minimum budget {})\n",
              format_size(r.planned_peak_bytes), r.budget_bytes == kUnlimitedBytes ? "unlimited" : format_size(r.budget_bytes),
@@ -193,6 +201,18 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
   if (!c.trace.empty()) fmt::print("  trace          {}\n", c.trace);
 }
 
+// Writes a checkpoint with its steps record (trainer.h), through a temporary file renamed over `path`, so that a
+// run stopped while writing leaves the previous checkpoint whole.
+Result<void> save_checkpoint(const std::string& path, std::map<std::string, HostTensor> values, int64_t steps) {
+  put_checkpoint_steps(values, steps);
+  const std::string partial = path + ".partial";
+  LMS_TRY_VOID(write_npz(partial, values));
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) return fail_at(path, "cannot replace it with {}: {}", partial, ec.message());
+  return {};
+}
+
 int run(const TrainCmd& c) {
   auto opts = options_from(c);
   if (!opts) return report(opts.error());
@@ -205,6 +225,9 @@ int run(const TrainCmd& c) {
     auto values = read_npz(c.load);
     if (!values) return report(values.error());
     checkpoint = std::move(*values);
+    auto steps = take_checkpoint_steps(checkpoint, c.load);
+    if (!steps) return report(steps.error());
+    opts->first_step = *steps;
     opts->initial_values = &checkpoint;
   }
   std::optional<TraceWriter> trace;
@@ -236,6 +259,14 @@ int run(const TrainCmd& c) {
       fmt::print("{}\n", line);
       std::fflush(stdout);
     };
+  opts->on_checkpoint = [&](std::map<std::string, HostTensor> values, int64_t steps) -> Result<void> {
+    LMS_TRY_VOID(save_checkpoint(c.save, std::move(values), steps));
+    if (!c.json) {
+      fmt::print("{}saved {} after step {}\n", tty ? "\r\x1b[K" : "", c.save, steps);
+      std::fflush(stdout);
+    }
+    return {};
+  };
 
   // Ctrl-C once stops after the step; the handler resets itself, so a second one ends the process.
   struct sigaction action {}, previous {};
@@ -256,7 +287,8 @@ int run(const TrainCmd& c) {
   }
 
   if (!c.save.empty()) {
-    if (auto w = write_npz(c.save, result->values); !w) return report(w.error());
+    if (auto w = save_checkpoint(c.save, std::move(result->values), result->first_step + result->steps); !w)
+      return report(w.error());
   }
   if (c.json) {
     fmt::print("{}\n", report_json(c, *result).dump(2));
@@ -283,7 +315,8 @@ void add_train_command(CLI::App& root, int& exit_code) {
   add_strategy_options(sub, c->planning, /*budget_required=*/false);
   c->steps_opt = sub->add_option("--steps", c->steps, "Train this many steps");
   c->epochs_opt = sub->add_option("--epochs", c->epochs, "Train this many passes over the data (default: 1)");
-  sub->add_option("--data", c->data, "Data: synthetic, fashion-mnist, or FILE.npz (x_train, y_train [, x_test, y_test])")->capture_default_str();
+  sub->add_option("--data", c->data, "Data: synthetic, fashion-mnist, or FILE.npz (x_train, y_train [, x_test, y_test])")
+      ->capture_default_str();
   sub->add_option("--data-dir", c->data_dir, "Directory of the Fashion-MNIST IDX files")->capture_default_str();
   sub->add_option("--seed", c->seed, "Seed of the initial values and the data order")->capture_default_str();
   sub->add_option("--optimizer", c->optimizer, "sgd, momentum or adam")->capture_default_str();
@@ -294,7 +327,10 @@ void add_train_command(CLI::App& root, int& exit_code) {
   sub->add_flag("--no-argmax-pool", c->no_argmax_pool, kNoArgmaxPoolHelp);
   add_chunk_options(sub, c->loss_chunks, c->attention_chunks);
   sub->add_option("--save", c->save, "Write the trained parameters and state to this .npz file");
-  sub->add_option("--load", c->load, "Start from the parameters and state in this .npz file");
+  sub->add_option("--save-every", c->save_every, "With --save: also write it every N steps (each replacing the last)");
+  sub->add_option("--load", c->load,
+                  "Start from the parameters and state in this .npz file (one from --save: the data order goes on "
+                  "after its steps)");
   sub->add_option("--trace", c->trace,
                   fmt::format("Write a Chrome trace (Perfetto) of the first {} steps and the last to this file",
                               kTracedFirstSteps));

@@ -66,6 +66,24 @@ Result<std::pair<double, int64_t>> evaluate(const Graph& forward, const TrainOpt
 
 }  // namespace
 
+Result<int64_t> take_checkpoint_steps(std::map<std::string, HostTensor>& values, const std::string& where) {
+  auto it = values.find(kCheckpointStepsKey);
+  if (it == values.end()) return int64_t{0};
+  const HostTensor& t = it->second;
+  if (t.type != TensorType{DType::i64, {}} || t.as<int64_t>()[0] < 0)
+    return fail_at(where, "member '{}' must be a non-negative i64 scalar (the steps trained), got {}",
+                   kCheckpointStepsKey, to_string(t.type));
+  const int64_t steps = t.as<int64_t>()[0];
+  values.erase(it);
+  return steps;
+}
+
+void put_checkpoint_steps(std::map<std::string, HostTensor>& values, int64_t steps) {
+  HostTensor t({DType::i64, {}});
+  t.as<int64_t>()[0] = steps;
+  values.insert_or_assign(kCheckpointStepsKey, std::move(t));
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -78,6 +96,8 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   if (opts.steps && *opts.steps < 1) return fail("--steps must be >= 1, got {}", *opts.steps);
   if (opts.epochs && *opts.epochs < 1) return fail("--epochs must be >= 1, got {}", *opts.epochs);
   LMS_TRY_VOID(check_optimizer_options(opts.training.optimizer));
+  if (opts.first_step < 0) return fail("the steps already trained must be >= 0, got {}", opts.first_step);
+  if (opts.checkpoint_every < 0) return fail("--save-every must be >= 1, got {}", opts.checkpoint_every);
 
   // Everything is decided, and a plan that does not fit is refused, before any memory is touched.
   const auto planning_start = std::chrono::steady_clock::now();
@@ -137,7 +157,9 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   rep.batch = data->batch_size();
   rep.steps_per_epoch = data->train_batches();
   const int64_t total = opts.steps ? *opts.steps : opts.epochs.value_or(1) * rep.steps_per_epoch;
-  const int64_t total_epochs = (total + rep.steps_per_epoch - 1) / rep.steps_per_epoch;
+  rep.first_step = opts.first_step;
+  // Epochs are counted from the first step ever trained, so that a resumed run goes on where its checkpoint was.
+  const int64_t total_epochs = (opts.first_step + total + rep.steps_per_epoch - 1) / rep.steps_per_epoch;
   rep.planned_steps = total;
   const MemoryPlan& memory = program.memory();
   rep.planned_peak_bytes = memory.device_arena_bytes;
@@ -190,8 +212,10 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
     } pinned_batch{backend.get(), {}};
     const auto start = std::chrono::steady_clock::now();
     for (int64_t step = 0; step < total; ++step) {
-      const int64_t epoch = step / rep.steps_per_epoch;
-      LMS_TRY_VOID(data->train_batch(epoch, step % rep.steps_per_epoch, xs, ls));
+      // The data order goes on from the steps a resumed checkpoint was trained for.
+      const int64_t trained = opts.first_step + step;
+      const int64_t epoch = trained / rep.steps_per_epoch;
+      LMS_TRY_VOID(data->train_batch(epoch, trained % rep.steps_per_epoch, xs, ls));
       if (step == 0) {
         for (HostTensor* t : {&xs, &ls}) {
           auto pinned = backend->pin_host_memory(t->data.data(), static_cast<int64_t>(t->data.size()));
@@ -217,6 +241,10 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
           break;
         }
       }
+      // A checkpoint every `checkpoint_every` steps, but not after the last (the caller saves the final values).
+      if (opts.on_checkpoint && opts.checkpoint_every > 0 && rep.steps % opts.checkpoint_every == 0 &&
+          rep.steps < total)
+        LMS_TRY_VOID(opts.on_checkpoint(LMS_TRY(ex.persistent_values()), opts.first_step + rep.steps));
     }
     if (opts.keep_values || opts.evaluate) trained = LMS_TRY(ex.persistent_values());
     rep.feed_seconds_median = median(feed_seconds);

@@ -47,6 +47,8 @@ struct TrainOptions {
   const std::map<std::string, HostTensor>* initial_values = nullptr;  // start from these (a checkpoint)
   const std::map<std::string, HostTensor>* given_values = nullptr;  // else: these values where they name one (an
                                                                     // imported model's weights), init for the rest
+  int64_t first_step = 0;                    // steps trained before (a resumed checkpoint's): the data order,
+                                             // and the epoch count, go on from there
   bool keep_values = false;                  // return the trained parameters and state
   bool evaluate = false;                     // measure accuracy on the test split after training (if it has one)
   bool validate = true;                      // poison and scan every step to measure the touched peak
@@ -55,7 +57,20 @@ struct TrainOptions {
   // the plan does), and before allocating the arenas (pinning a host arena of tens of GiB takes seconds) and
   // writing the initial values.
   std::function<void(const std::string&)> on_start_up;
+  // Called after every `checkpoint_every` steps but the last (0: never) with the parameters and state and the
+  // steps trained so far, `first_step` included; an error stops training and is returned.
+  int64_t checkpoint_every = 0;
+  std::function<Result<void>(std::map<std::string, HostTensor>, int64_t)> on_checkpoint;
 };
+
+// A checkpoint's record of the steps it was trained for: an i64 scalar member beside the values, which
+// `lms train --save` writes and `--load` resumes after (docs/checkpoints.md "Resuming").
+inline constexpr const char* kCheckpointStepsKey = "lms.steps";
+// Removes the record from a loaded checkpoint and returns it; 0 when there is none (a checkpoint made with
+// NumPy). Errors, naming `where`: a record that is not a non-negative i64 scalar.
+Result<int64_t> take_checkpoint_steps(std::map<std::string, HostTensor>& values, const std::string& where);
+// Adds (or replaces) the record.
+void put_checkpoint_steps(std::map<std::string, HostTensor>& values, int64_t steps);
 
 // A trace holds the first kTracedFirstSteps steps and the last one: enough to see warm-up and a steady step,
 // and bounded, so a run of thousands of steps does not write gigabytes.
@@ -85,6 +100,7 @@ struct TrainReport {
   double plan_seconds = 0;                 // building the training graph and planning it
   double start_seconds = 0;                // allocating the arenas (the host one pinned) and the initial values
   int64_t steps = 0, planned_steps = 0;     // steps run, and steps asked for (more if interrupted)
+  int64_t first_step = 0;                  // steps trained before this run (TrainOptions::first_step)
   int64_t batch = 0, steps_per_epoch = 0;
   int64_t planned_peak_bytes = 0;          // the device arena: the plan's peak
   int64_t budget_bytes = kUnlimitedBytes;

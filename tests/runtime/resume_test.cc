@@ -1,0 +1,117 @@
+// Checkpoints in training: the values handed out every N steps are exactly those a run of that many steps ends
+// with, and a run resumed from them (the data order going on after the checkpoint's steps, across epochs) gives
+// the uninterrupted run's losses and final values bit for bit; a failing checkpoint stops training with its
+// error; the steps record of a checkpoint (trainer.h) round-trips and is checked. A GPT with dropout and Adam,
+// so that the optimizer's moments, its step count and the dropout key all have to come back.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lms/runtime/trainer.h"
+#include "runtime_test_util.h"
+
+namespace lms {
+namespace {
+
+using Values = std::map<std::string, HostTensor>;
+
+Graph small_gpt() { return runtime_test::small_gpt(/*dropout=*/0.1); }
+
+TrainOptions options(int64_t steps) {
+  TrainOptions o;
+  o.training.optimizer.kind = OptimizerKind::adam;
+  o.steps = steps;
+  o.seed = 3;
+  o.data.synthetic_train_samples = 8;  // 2 steps an epoch: the runs below cross epochs
+  o.keep_values = true;
+  return o;
+}
+
+void expect_same_values(const Values& a, const Values& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.contains(name)) << what << ": " << name;
+    EXPECT_EQ(t.type, b.at(name).type) << what << ": " << name;
+    EXPECT_TRUE(t.data == b.at(name).data) << what << ": " << name << " differs";
+  }
+}
+
+TEST(Resume, CheckpointsAreTheShorterRunsValuesAndResumingIsBitIdentical) {
+  const Graph gpt = small_gpt();
+  TrainOptions whole = options(5);
+  std::map<int64_t, Values> checkpoints;
+  whole.checkpoint_every = 2;
+  whole.on_checkpoint = [&](Values v, int64_t steps) -> Result<void> {
+    checkpoints.emplace(steps, std::move(v));
+    return {};
+  };
+  auto a = train(gpt, whole);
+  ASSERT_TRUE(a.has_value()) << a.error().str();
+  ASSERT_EQ(a->losses.size(), 5u);
+  std::vector<int64_t> at;
+  for (const auto& [steps, v] : checkpoints) at.push_back(steps);
+  EXPECT_EQ(at, (std::vector<int64_t>{2, 4})) << "every 2 steps, not after the last";
+
+  auto two = train(gpt, options(2));
+  ASSERT_TRUE(two.has_value()) << two.error().str();
+  expect_same_values(checkpoints.at(2), two->values, "the checkpoint after 2 steps");
+  EXPECT_EQ(two->losses, std::vector<double>(a->losses.begin(), a->losses.begin() + 2));
+
+  // Resumed after 2 steps: 3 more steps end where the whole run did.
+  TrainOptions rest = options(3);
+  rest.initial_values = &two->values;
+  rest.first_step = 2;
+  auto c = train(gpt, rest);
+  ASSERT_TRUE(c.has_value()) << c.error().str();
+  EXPECT_EQ(c->first_step, 2);
+  EXPECT_EQ(c->losses, std::vector<double>(a->losses.begin() + 2, a->losses.end()));
+  expect_same_values(a->values, c->values, "resumed vs whole");
+
+  // Without first_step the data start over: another batch, another loss.
+  rest.first_step = 0;
+  auto restarted = train(gpt, rest);
+  ASSERT_TRUE(restarted.has_value()) << restarted.error().str();
+  EXPECT_NE(restarted->losses.front(), a->losses[2]);
+}
+
+TEST(Resume, AFailingCheckpointStopsTraining) {
+  TrainOptions o = options(4);
+  o.checkpoint_every = 1;
+  o.on_checkpoint = [](Values, int64_t steps) -> Result<void> {
+    if (steps == 2) return fail("disk full at step {}", steps);
+    return {};
+  };
+  auto r = train(small_gpt(), o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().str().find("disk full at step 2"), std::string::npos) << r.error().str();
+  o.checkpoint_every = -1;
+  auto negative = train(small_gpt(), o);
+  ASSERT_FALSE(negative.has_value());
+  EXPECT_NE(negative.error().str().find("--save-every must be >= 1"), std::string::npos);
+}
+
+TEST(Resume, TheStepsRecord) {
+  Values v;
+  v["w"] = HostTensor({DType::f32, {2}});
+  auto none = take_checkpoint_steps(v, "c.npz");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(*none, 0) << "a checkpoint made by hand starts at step 0";
+  put_checkpoint_steps(v, 1234);
+  ASSERT_TRUE(v.contains(kCheckpointStepsKey));
+  auto steps = take_checkpoint_steps(v, "c.npz");
+  ASSERT_TRUE(steps.has_value());
+  EXPECT_EQ(*steps, 1234);
+  EXPECT_FALSE(v.contains(kCheckpointStepsKey)) << "taken out, so that loading checks only the graph's values";
+  v[kCheckpointStepsKey] = HostTensor({DType::f32, {}});
+  auto bad = take_checkpoint_steps(v, "c.npz");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().str().find("c.npz: member 'lms.steps' must be a non-negative i64 scalar"), std::string::npos)
+      << bad.error().str();
+  put_checkpoint_steps(v, -1);
+  EXPECT_FALSE(take_checkpoint_steps(v, "c.npz").has_value());
+}
+
+}  // namespace
+}  // namespace lms
