@@ -130,6 +130,11 @@ TEST(TrainCommand, BadOptionsAreOneLineErrors) {
   expect_one_error_line(lms("train --model mlp --optimizer rmsprop"), "unknown optimizer", "optimizer");
   expect_one_error_line(lms("train --model mlp --lr -1"), "lr", "negative lr");
   expect_one_error_line(lms("train --model mlp --data imagenet"), "imagenet", "data kind");
+  // Before planning: no backend has f16 or bf16 kernels.
+  expect_one_error_line(lms("train --model mlp --dtype bf16 --steps 1 --budget 1KiB"),
+                        "%x is bf16: the backends compute in f32 and f64 only", "bf16 model");
+  expect_one_error_line(lms("profile --model mlp --dtype f16 --device reference -o " + (temp_dir() / "p.json").string()),
+                        "the backends compute in f32 and f64 only", "f16 profile");
   expect_one_error_line(lms("train --model mlp --data fashion-mnist --data-dir /no/such/dir --steps 1"),
                         "/no/such/dir", "missing dataset");
   expect_one_error_line(lms("train"), "--model", "no graph");

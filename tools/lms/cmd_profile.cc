@@ -96,6 +96,7 @@ Result<nlohmann::ordered_json> profile(const ProfileCmd& c) {
   auto copy_bytes = parse_size(c.copy_bytes);
   if (!copy_bytes) return wrap("--copy-bytes", copy_bytes.error());
   Graph g = LMS_TRY(training_graph(c.plan, c.plan.model));
+  LMS_TRY_VOID(check_backend_dtypes(g));
   const BackendOptions options = LMS_TRY(backend_options(c.tf32, c.backend, c.device));
   std::unique_ptr<Backend> backend = LMS_TRY(make_backend(c.device, options));
   Program program = LMS_TRY(compile(g, {}, backend.get()));

@@ -39,4 +39,16 @@ Result<std::unique_ptr<Backend>> make_backend(std::string_view device, const Bac
   return fail("unknown device '{}' (devices: {})", device, list);
 }
 
+Result<void> check_backend_dtypes(const Graph& g) {
+  for (uint32_t i = 0; i < g.num_values(); ++i) {
+    const ValueId v{i};
+    const DType t = g.value(v).type.dtype;
+    if (is_float(t) && t != DType::f32 && t != DType::f64)
+      return fail("%{} is {}: the backends compute in f32 and f64 only (no {} kernels yet); models in {} can be "
+                  "planned (lms plan, maxbatch, maxres) but not run", g.value(v).name, dtype_name(t), dtype_name(t),
+                  dtype_name(t));
+  }
+  return {};
+}
+
 }  // namespace lms

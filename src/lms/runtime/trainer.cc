@@ -98,6 +98,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   LMS_TRY_VOID(check_optimizer_options(opts.training.optimizer));
   if (opts.first_step < 0) return fail("the steps already trained must be >= 0, got {}", opts.first_step);
   if (opts.checkpoint_every < 0) return fail("--save-every must be >= 1, got {}", opts.checkpoint_every);
+  LMS_TRY_VOID(check_backend_dtypes(forward));
 
   // Everything is decided, and a plan that does not fit is refused, before any memory is touched.
   const auto planning_start = std::chrono::steady_clock::now();
