@@ -258,6 +258,9 @@ TEST(Models, Errors) {
   e = build_error("gpt", o);
   EXPECT_EQ(e, "gpt: heads: 5 heads do not divide hidden-size 768");
   o = {};
+  o.layers = int64_t{1} << 31;  // refused before building, not built until memory runs out
+  EXPECT_EQ(build_error("gpt", o), "gpt: layers: must be at most 1000, got 2147483648");
+  o = {};
   o.seq = 0;
   EXPECT_NE(build_error("gpt", o).find("seq"), std::string::npos);
 

@@ -23,6 +23,9 @@ constexpr int64_t kDefaultHeads = 12;
 constexpr int64_t kDefaultSeq = 1024;
 constexpr int64_t kDefaultVocab = 50257;
 constexpr int64_t kMlpExpansion = 4;
+// At most this many blocks (GPT-3 has 96): a graph of about 100 training nodes a block stays one that plans in
+// minutes, and an absurd count is an error rather than a graph built until memory runs out.
+constexpr int64_t kMaxLayers = 1000;
 constexpr double kInitStd = 0.02;
 
 struct Config {
@@ -71,6 +74,7 @@ Result<void> build_gpt(Graph& g, const ModelOptions& o) {
   Config c;
   c.batch = o.batch;
   c.layers = LMS_TRY(positive("layers", o.layers.value_or(kDefaultLayers)));
+  if (c.layers > kMaxLayers) return fail_at("layers", "must be at most {}, got {}", kMaxLayers, c.layers);
   c.hidden = LMS_TRY(positive("hidden-size", o.hidden_size.value_or(kDefaultHidden)));
   c.heads = LMS_TRY(positive("heads", o.heads.value_or(kDefaultHeads)));
   c.seq = LMS_TRY(positive("seq", o.seq.value_or(kDefaultSeq)));
