@@ -97,10 +97,13 @@ TEST(TrainCommand, PlainProgressLinesWhenNotATerminal) {
   EXPECT_NE(r.out.find("step 40/40"), std::string::npos);
   EXPECT_NE(r.out.find("measured peak"), std::string::npos);
   EXPECT_NE(r.out.find("planned peak"), std::string::npos);
-  // Before the first step, a line once planned and one before the arenas (which take seconds at a large batch).
-  const size_t planned = r.out.find("planned in "), arenas = r.out.find("allocating the "),
+  // Before the first step, the data, a line once planned and one before the arenas (which take seconds at a large
+  // batch).
+  const size_t data = r.out.find("data: synthetic: 512 train samples (64 steps an epoch at batch 8), 32 test\n"),
+               planned = r.out.find("planned in "), arenas = r.out.find("allocating the "),
                first = r.out.find("step 1/40");
-  EXPECT_EQ(planned, 0u) << r.out;
+  EXPECT_EQ(data, 0u) << r.out;
+  EXPECT_LT(data, planned) << r.out;
   EXPECT_LT(planned, arenas) << r.out;
   EXPECT_LT(arenas, first) << r.out;
   EXPECT_NE(r.out.find("(no budget)\n"), std::string::npos) << r.out;

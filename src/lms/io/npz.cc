@@ -245,6 +245,13 @@ constexpr std::array<ElementCode, 10> kElementCodes = {{
     {NpyElement::f8, "<f8", 8},
 }};
 
+constexpr bool in_element_order() {
+  for (size_t i = 0; i < kElementCodes.size(); ++i)
+    if (static_cast<size_t>(kElementCodes[i].element) != i) return false;
+  return true;
+}
+static_assert(in_element_order(), "kElementCodes is indexed by NpyElement");
+
 const ElementCode& code_of(NpyElement e) { return kElementCodes[static_cast<size_t>(e)]; }
 
 template <class T>

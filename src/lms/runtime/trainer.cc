@@ -171,6 +171,11 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   // Bad input is refused before anything is printed or allocated.
   if (opts.initial_values) LMS_TRY_VOID(check_checkpoint(program, *opts.initial_values));
   if (opts.on_start_up) {
+    const std::string source = data->kind() == "npz" ? "npz " + opts.data.file : std::string(data->kind());
+    const std::string resuming =
+        opts.first_step > 0 ? fmt::format("; resuming after step {}", opts.first_step) : std::string();
+    opts.on_start_up(fmt::format("data: {}: {} train samples ({} steps an epoch at batch {}{}), {} test", source,
+                                 data->train_size(), rep.steps_per_epoch, rep.batch, resuming, data->test_size()));
     std::string line = fmt::format("planned in {:.2f} s: peak {} ({})", rep.plan_seconds,
                                    format_size(memory.device_arena_bytes),
                                    opts.budget_bytes == kUnlimitedBytes ? std::string("no budget")
