@@ -480,7 +480,7 @@ Result<ValueId> Importer::data_input() {
     }
     HostTensor value(LMS_TRY(input_type(in, true)));
     for (int64_t i = 0; i < value.type.num_elements(); ++i) value.set(i, held->second);
-    consts_[in.name] = std::move(value);
+    set_const(in.name, std::move(value));
   }
   for (const auto& [name, value] : opts_.input_values)
     if (!std::ranges::any_of(model_.inputs, [&](const OnnxValueInfo& in) { return in.name == name; }) ||
@@ -515,7 +515,7 @@ static bool glob_match(std::string_view pattern, std::string_view name) {
 
 Result<std::map<std::string, HostTensor>> Importer::run() {
   for (const auto& [name, t] : model_.initializers) {
-    consts_[name] = t;
+    consts_[name] = &t;
     initializers_.insert(name);
   }
   // The names a float initializer goes by: its own, and those of the Identity nodes PyTorch reads equal ones
@@ -566,7 +566,7 @@ Result<std::map<std::string, HostTensor>> Importer::run() {
       std::string source;
       if (auto o = origin_.find(in); o != origin_.end()) {
         source = o->second;
-      } else if (auto c = consts_.find(in); c != consts_.end() && is_param(in, c->second)) {
+      } else if (auto c = consts_.find(in); c != consts_.end() && is_param(in, *c->second)) {
         source = in;
       }
       if (source.empty()) continue;

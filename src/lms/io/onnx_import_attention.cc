@@ -172,7 +172,7 @@ Result<void> Importer::split(const OnnxNode& n) {
     if (n.outputs[k].empty()) continue;
     if (c != nullptr) {
       const int64_t bounds[] = {start, start + sizes[k], axis};
-      consts_[n.outputs[k]] = LMS_TRY(fold_slice(*c, {bounds, 1}, {bounds + 1, 1}, {bounds + 2, 1}, {}));
+      set_const(n.outputs[k], LMS_TRY(fold_slice(*c, {bounds, 1}, {bounds + 1, 1}, {bounds + 2, 1}, {})));
       continue;
     }
     if (sizes[k] <= 0) return fail("output {} of the split is empty", k);

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -87,7 +88,7 @@ class Importer {
   const HostTensor* constant(const OnnxNode& n, size_t i) const {
     if (!has_input(n, i) || computed_.contains(n.inputs[i])) return nullptr;
     auto it = consts_.find(n.inputs[i]);
-    return it == consts_.end() ? nullptr : &it->second;
+    return it == consts_.end() ? nullptr : it->second;
   }
   // Input i where a node on it is evaluated at import: a constant that is not a parameter (a float initializer
   // is one, and stays one).
@@ -109,7 +110,7 @@ class Importer {
                   "over the last axis", name);
     auto c = consts_.find(name);
     if (c == consts_.end()) return fail("input '{}' is not produced by any node LMS imported", name);
-    const HostTensor& t = c->second;
+    const HostTensor& t = *c->second;
     if (!is_float(t.type.dtype))
       return fail("input '{}' is an integer constant ({}), which LMS takes as data only as indices of a Gather",
                   name, to_string(t.type));
@@ -117,7 +118,7 @@ class Importer {
       // Folded from a trainable initializer: the parameter itself under another shape; else this run fails and
       // import_onnx starts again with that initializer never folded (needs_computing), so the computation is in
       // the graph; the message is what remains when that fails too.
-      const HostTensor& source = consts_.at(o->second);
+      const HostTensor& source = *consts_.at(o->second);
       if (source.type.dtype != t.type.dtype || source.data != t.data) {
         needs_computing_ = o->second;
         return fail("'{}' is computed at import from the float initializer '{}', which LMS takes as a trainable "
@@ -217,9 +218,11 @@ class Importer {
     return {};
   }
   Result<void> define_const(const OnnxNode& n, HostTensor t) {
-    consts_[n.outputs.at(0)] = std::move(t);
+    set_const(n.outputs.at(0), std::move(t));
     return {};
   }
+  // A constant made at import (folded, or an input held at a value), owned by the importer.
+  void set_const(const std::string& name, HostTensor t) { consts_[name] = &made_.emplace_back(std::move(t)); }
 
   // ---- spatial attributes shared by Conv, ConvTranspose and the pools ----
   // strides/dilations default to ones; pads [begin..., end...] must be symmetric; auto_pad NOTSET or VALID.
@@ -328,7 +331,11 @@ class Importer {
   std::map<std::string, std::string> masked_;  // a causally masked output -> the scores it masks (for Softmax)
   std::map<std::string, ValueId> additive_masks_;  // another mask's state, by (condition, side, fill)
   std::map<std::string, IntList> zero_pads_;   // a zero-padded output -> its spatial pads (for Conv, AveragePool)
-  std::map<std::string, HostTensor> consts_;
+  // Constants by name: the model's initializers, pointing into the model (never copied: a ViT-B's are 343 MB, and
+  // a capacity search imports the model at every size it probes), and those made at import, in `made_` (a deque:
+  // its elements stay where they are as it grows).
+  std::map<std::string, const HostTensor*> consts_;
+  std::deque<HostTensor> made_;
   std::set<std::string> initializers_;
   std::set<std::string> frozen_;  // initializers OnnxImportOptions::frozen names
   std::map<std::string, std::string> origin_;  // a constant folded from a trainable initializer -> that initializer
