@@ -26,20 +26,38 @@ constexpr size_t kHeaderAlign = 64;  // NumPy aligns the data to 64 bytes
 constexpr size_t kMaxHeaderV1 = 0xffff;
 constexpr std::string_view kNpySuffix = ".npy";
 
-struct DTypeCode {
-  DType dtype;
+// Every element type an .npy file may hold here, in NpyElement's order, with the LMS dtype of the same bytes
+// where there is one (checkpoints take only those).
+struct ElementCode {
+  NpyElement element;
   std::string_view descr;
+  int64_t bytes;
+  std::optional<DType> dtype;
 };
-constexpr std::array<DTypeCode, 5> kDTypeCodes = {{
-    {DType::f16, "<f2"},
-    {DType::f32, "<f4"},
-    {DType::f64, "<f8"},
-    {DType::i32, "<i4"},
-    {DType::i64, "<i8"},
+constexpr std::array<ElementCode, 10> kElementCodes = {{
+    {NpyElement::b1, "|b1", 1, std::nullopt},
+    {NpyElement::u1, "|u1", 1, std::nullopt},
+    {NpyElement::i1, "|i1", 1, std::nullopt},
+    {NpyElement::u2, "<u2", 2, std::nullopt},
+    {NpyElement::i2, "<i2", 2, std::nullopt},
+    {NpyElement::i4, "<i4", 4, DType::i32},
+    {NpyElement::i8, "<i8", 8, DType::i64},
+    {NpyElement::f2, "<f2", 2, DType::f16},
+    {NpyElement::f4, "<f4", 4, DType::f32},
+    {NpyElement::f8, "<f8", 8, DType::f64},
 }};
 
+constexpr bool in_element_order() {
+  for (size_t i = 0; i < kElementCodes.size(); ++i)
+    if (static_cast<size_t>(kElementCodes[i].element) != i) return false;
+  return true;
+}
+static_assert(in_element_order(), "kElementCodes is indexed by NpyElement");
+
+const ElementCode& code_of(NpyElement e) { return kElementCodes[static_cast<size_t>(e)]; }
+
 std::optional<std::string_view> descr_of(DType t) {
-  for (const DTypeCode& c : kDTypeCodes)
+  for (const ElementCode& c : kElementCodes)
     if (c.dtype == t) return c.descr;
   return std::nullopt;
 }
@@ -164,8 +182,8 @@ Result<NpyHeader> parse_header(std::string_view text) {
 }
 
 Result<DType> dtype_of_descr(const std::string& descr) {
-  for (const DTypeCode& c : kDTypeCodes)
-    if (c.descr == descr) return c.dtype;
+  for (const ElementCode& c : kElementCodes)
+    if (c.descr == descr && c.dtype) return *c.dtype;
   if (!descr.empty() && descr[0] == '>')
     return fail("big-endian data ('{}') is not supported; save with arr.astype('<{}')", descr, descr.substr(1));
   return fail("unsupported dtype '{}' (supported: <f2, <f4, <f8, <i4, <i8)", descr);
@@ -227,33 +245,6 @@ Result<size_t> data_bytes(const Shape& shape, int64_t element_bytes, size_t pres
   return need;
 }
 
-struct ElementCode {
-  NpyElement element;
-  std::string_view descr;
-  int64_t bytes;
-};
-constexpr std::array<ElementCode, 10> kElementCodes = {{
-    {NpyElement::b1, "|b1", 1},
-    {NpyElement::u1, "|u1", 1},
-    {NpyElement::i1, "|i1", 1},
-    {NpyElement::u2, "<u2", 2},
-    {NpyElement::i2, "<i2", 2},
-    {NpyElement::i4, "<i4", 4},
-    {NpyElement::i8, "<i8", 8},
-    {NpyElement::f2, "<f2", 2},
-    {NpyElement::f4, "<f4", 4},
-    {NpyElement::f8, "<f8", 8},
-}};
-
-constexpr bool in_element_order() {
-  for (size_t i = 0; i < kElementCodes.size(); ++i)
-    if (static_cast<size_t>(kElementCodes[i].element) != i) return false;
-  return true;
-}
-static_assert(in_element_order(), "kElementCodes is indexed by NpyElement");
-
-const ElementCode& code_of(NpyElement e) { return kElementCodes[static_cast<size_t>(e)]; }
-
 template <class T>
 T load(const std::byte* p) {
   T v;
@@ -285,10 +276,7 @@ bool NpyArray::is_integer() const {
   return element != NpyElement::f2 && element != NpyElement::f4 && element != NpyElement::f8;
 }
 
-std::optional<DType> NpyArray::dtype() const {
-  auto d = dtype_of_descr(descr);
-  return d ? std::optional(*d) : std::nullopt;
-}
+std::optional<DType> NpyArray::dtype() const { return code_of(element).dtype; }
 
 double NpyArray::get(int64_t i) const {
   const std::byte* p = data.data() + static_cast<size_t>(i * code_of(element).bytes);
