@@ -1,6 +1,9 @@
 // Evaluation graphs and accuracy (see evaluate.h).
 #include "lms/runtime/evaluate.h"
 
+#include <algorithm>
+
+#include "lms/ir/builder.h"
 #include "lms/passes/dce.h"
 
 namespace lms {
@@ -16,12 +19,73 @@ Result<ValueId> logits_of(const Graph& g) {
   return g.node(producer).inputs.front();
 }
 
-Result<Graph> evaluation_graph(const Graph& forward) {
+namespace {
+
+std::string running_name(const Graph& g, NodeId bn, const char* which) {
+  return g.value(g.node(bn).outputs[0]).name + which;
+}
+constexpr const char* kRunningMean = ".running_mean";
+constexpr const char* kRunningVar = ".running_var";
+
+std::vector<NodeId> batch_norms(const Graph& g) {
+  std::vector<NodeId> out;
+  for (NodeId n : g.node_ids())
+    if (g.node(n).op == Op::batch_norm) out.push_back(n);
+  return out;
+}
+
+// Rewires the readers of batch_norm `bn`'s output to x·s + shift with s = gamma / sqrt(running_var + eps) and
+// shift = beta − running_mean·s (both per channel, over axis 1); returns the new output.
+Result<ValueId> normalize_with_running_statistics(Graph& g, NodeId bn) {
+  const Node node = g.node(bn);
+  const ValueId x = node.inputs[0], gamma = node.inputs[1], beta = node.inputs[2], out = node.outputs[0];
+  const TensorType stat = g.value(gamma).type;  // [C]
+  std::vector<TensorType> in_types, out_types;
+  for (ValueId v : node.inputs) in_types.push_back(g.value(v).type);
+  for (ValueId v : node.outputs) out_types.push_back(g.value(v).type);
+  const double eps = OpCall{op_def(Op::batch_norm), in_types, node.attrs, out_types}.f("eps");  // its default too
+  Builder b(g);
+  const std::string name = g.value(out).name;
+  ValueId mean = b.state(stat, running_name(g, bn, kRunningMean), "zeros");
+  ValueId var = b.state(stat, running_name(g, bn, kRunningVar), "ones");
+  ValueId eps_c = b.add(Op::constant, {}, attrs({{"value", eps}}), name + ".eval.eps", {stat}).at(0);
+  ValueId s = b.op(Op::mul, {gamma, b.op(Op::reciprocal, {b.op(Op::sqrt, {b.op(Op::add, {var, eps_c})})})},
+                   {}, name + ".eval.scale");
+  ValueId shift = b.op(Op::add, {beta, b.op(Op::scale, {b.op(Op::mul, {mean, s})}, attrs({{"factor", -1.0}}))}, {},
+                       name + ".eval.shift");
+  IntList per_channel(g.value(x).type.shape.size(), 1);
+  per_channel[1] = stat.shape[0];
+  ValueId s_b = b.op(Op::reshape, {s}, attrs({{"shape", per_channel}}), name + ".eval.scale_b");
+  ValueId y = b.op(Op::bias_add, {b.op(Op::mul, {x, s_b}), shift}, attrs({{"axis", int64_t{1}}}), name + ".eval");
+  if (!b.ok()) return wrap(fmt::format("batch norm %{} with running statistics", name), *b.error());
+  for (NodeId reader : std::vector<NodeId>(g.value(out).consumers)) {
+    const std::vector<ValueId>& inputs = g.node(reader).inputs;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i] == out) g.replace_input(reader, i, y);
+  }
+  return y;
+}
+
+}  // namespace
+
+Result<Graph> evaluation_graph(const Graph& forward, bool running_statistics) {
   ValueId logits = LMS_TRY(logits_of(forward));
   Graph g = forward;
+  if (running_statistics)
+    for (NodeId bn : batch_norms(forward)) {
+      const ValueId y = LMS_TRY(normalize_with_running_statistics(g, bn));
+      if (logits == g.node(bn).outputs[0]) logits = y;
+    }
   g.set_outputs({logits});
   LMS_TRY(eliminate_dead_code(g));
   return g;
+}
+
+bool has_running_statistics(const Graph& forward, const std::map<std::string, HostTensor>& values) {
+  return std::ranges::all_of(batch_norms(forward), [&](NodeId bn) {
+    return values.contains(running_name(forward, bn, kRunningMean)) &&
+           values.contains(running_name(forward, bn, kRunningVar));
+  });
 }
 
 Result<int64_t> count_correct(const HostTensor& logits, const HostTensor& labels, int64_t rows) {

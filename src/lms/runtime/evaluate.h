@@ -2,11 +2,13 @@
 // accuracy counting. The logits are the first input of the loss's producer, which must be `cross_entropy`
 // (every model builder ends that way). The evaluation graph is the forward graph with [logits] as its only
 // output and dead nodes (the loss, the labels input) removed, so it runs as its own small Program whose
-// parameters are loaded by name from the trained values. Batch norm, if any, uses batch statistics in it, as
-// in training (there is no inference-mode op yet).
+// parameters are loaded by name from the trained values. Batch norm, if any, normalizes with its running
+// statistics there when the trained values have them, with the batch's otherwise.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "lms/ir/graph.h"
 #include "lms/runtime/tensor.h"
@@ -18,8 +20,17 @@ namespace lms {
 // cross_entropy. Errors say what the loss is instead.
 Result<ValueId> logits_of(const Graph& forward);
 
-// The forward graph with the logits as its only output and everything not needed for them removed.
-Result<Graph> evaluation_graph(const Graph& forward);
+// The forward graph with the logits as its only output and everything not needed for them removed. With
+// `running_statistics`, every batch_norm normalizes with its running statistics instead of the batch's, as
+// inference does (PyTorch's eval mode): out = x·s + (beta − running_mean·s), s = gamma / sqrt(running_var + eps),
+// reading the state values "<out>.running_mean" and "<out>.running_var" that the training graph keeps
+// (docs/autodiff.md), so that a row's logits do not depend on the other rows of its batch (the zero padding of
+// a last partial test batch included).
+Result<Graph> evaluation_graph(const Graph& forward, bool running_statistics = false);
+
+// Whether `values` holds the running statistics of every batch_norm of `forward` (a training graph built with
+// bn_running_stats, the default, keeps them); true when there is no batch_norm.
+bool has_running_statistics(const Graph& forward, const std::map<std::string, HostTensor>& values);
 
 // Correct predictions among the labels of the first `rows` samples (dim 0): a prediction is the class with the
 // largest logit over axis 1 (the first on ties). `labels` has the logits' shape without axis 1

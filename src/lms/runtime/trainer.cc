@@ -39,10 +39,11 @@ BackendOptions backend_options(const TrainOptions& opts) {
 }
 
 // Accuracy of the trained values on the test split: a separate Program of the evaluation graph (the forward
-// graph up to the logits), under the same budget, after the training program's memory is released.
+// graph up to the logits, batch norm with its running statistics when training kept them), under the same
+// budget, after the training program's memory is released.
 Result<std::pair<double, int64_t>> evaluate(const Graph& forward, const TrainOptions& opts, DataSource& data,
                                             const std::map<std::string, HostTensor>& values) {
-  Graph eval = LMS_TRY(evaluation_graph(forward));
+  Graph eval = LMS_TRY(evaluation_graph(forward, has_running_statistics(forward, values)));
   std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, backend_options(opts)));
   Program program = LMS_TRY(compile(eval, PlanOptions{.budget_bytes = opts.budget_bytes}, backend.get()));
   ValueId x = LMS_TRY(named_input(program.graph(), kInputName));
