@@ -186,6 +186,15 @@ TEST(TrainCommand, ResumesWhereTheCheckpointStopped) {
   CmdResult resumed = lms(plain + " --steps 1 --load " + rest.string());
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("1 steps (0.5 epochs) after the checkpoint's 5"), std::string::npos) << resumed.out;
+  // Paths that cannot be written or read: refused before training (a directory, a missing directory).
+  const std::string dir = temp_dir().string();
+  expect_one_error_line(lms(plain + " --steps 1 --save " + dir), "is a directory, not a file", "save to a directory");
+  expect_one_error_line(lms(plain + " --steps 1 --save /no/such/dir/c.npz"), "the directory /no/such/dir does not exist",
+                        "save into a missing directory");
+  expect_one_error_line(lms(plain + " --steps 1 --load " + dir), "is a directory, not a zip archive", "load a directory");
+  expect_one_error_line(lms("train --model mlp --steps 1 --data " + (temp_dir() / "d.npz").string()),
+                        "missing file", "missing data archive");
+  expect_one_error_line(lms("stats " + dir), "is a directory, not a file", "stats of a directory");
   expect_one_error_line(lms(plain + " --steps 2 --save-every 1"), "--save-every needs --save", "no file");
   expect_one_error_line(lms(plain + " --steps 2 --save-every -2 --save " + rest.string()), "--save-every must be",
                         "negative");

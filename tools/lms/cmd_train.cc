@@ -209,13 +209,28 @@ Result<void> save_checkpoint(const std::string& path, std::map<std::string, Host
   LMS_TRY_VOID(write_npz(partial, values));
   std::error_code ec;
   std::filesystem::rename(partial, path, ec);
-  if (ec) return fail_at(path, "cannot replace it with {}: {}", partial, ec.message());
+  if (ec) {
+    std::filesystem::remove(partial, ec);
+    return fail_at(path, "cannot replace it with {}: {}", partial, ec.message());
+  }
+  return {};
+}
+
+// --save's path, checked before training, so that a long run does not end unable to write its checkpoint.
+Result<void> check_save_path(const std::string& path) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(p, ec)) return fail("--save {}: is a directory, not a file", path);
+  if (p.has_parent_path() && !std::filesystem::is_directory(p.parent_path(), ec))
+    return fail("--save {}: the directory {} does not exist", path, p.parent_path().string());
   return {};
 }
 
 int run(const TrainCmd& c) {
   auto opts = options_from(c);
   if (!opts) return report(opts.error());
+  if (!c.save.empty())
+    if (auto ok = check_save_path(c.save); !ok) return report(ok.error());
   std::map<std::string, HostTensor> weights;  // an imported model's (a checkpoint given with --load wins)
   auto forward = load_graph(c.file, c.model, &weights);
   if (!forward) return report(forward.error());

@@ -99,6 +99,8 @@ Result<ModelOptions> resolve(const ModelArgs& a) {
 
 Result<std::string> read_text(const std::string& path) {
   if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return fail("cannot read '{}': it is a directory, not a file", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) return fail("cannot read '{}': {}", path, std::strerror(errno));
   std::string text((std::istreambuf_iterator<char>(in)), {});

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string_view>
@@ -320,6 +321,8 @@ Result<NpyArray> parse_npy_array(std::vector<std::byte> bytes, const std::string
 }
 
 Result<HostTensor> read_npy(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return fail_at(path, "is a directory, not an .npy file");
   std::ifstream f(path, std::ios::binary);
   if (!f) return fail_at(path, "cannot open (missing file or no permission)");
   std::vector<char> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include <zlib.h>
@@ -289,6 +290,8 @@ Result<void> write_archive(const std::string& path, std::span<const WriteMember>
 Result<Reader> Reader::open(const std::string& path) {
   Reader r;
   r.path_ = path;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return fail_at(path, "is a directory, not a zip archive");
   r.file_.open(path, std::ios::binary);
   if (!r.file_) return fail_at(path, "cannot open (missing file or no permission)");
   r.file_.seekg(0, std::ios::end);
