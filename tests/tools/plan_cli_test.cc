@@ -54,6 +54,14 @@ TEST(PlanCommand, JsonHasEveryKeyAndMatchesTrain) {
   auto t = run_lms("train --model mlp --steps 1 --json");
   ASSERT_EQ(t.status, 0) << t.err;
   EXPECT_EQ(j["peak_bytes"].get<int64_t>(), json_of(t, "train")["planned_peak_bytes"].get<int64_t>());
+  // And with the flag as train spells it (--optimizer; plan's own name is --train): Adam's state, the same peak.
+  auto adam = run_lms("plan --model mlp --budget 1GiB --json --optimizer adam");
+  ASSERT_EQ(adam.status, 0) << adam.err;
+  auto ta = run_lms("train --model mlp --steps 1 --json --optimizer adam");
+  ASSERT_EQ(ta.status, 0) << ta.err;
+  EXPECT_EQ(json_of(adam, "plan")["peak_bytes"].get<int64_t>(),
+            json_of(ta, "train")["planned_peak_bytes"].get<int64_t>());
+  EXPECT_GT(json_of(adam, "plan")["param_bytes"].get<int64_t>(), j["param_bytes"].get<int64_t>()) << "two moments";
 }
 
 // --no-buffer-reuse gives every value a buffer of its own (docs/planner.md "Buffer reuse"): none reused, a peak

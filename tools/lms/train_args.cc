@@ -6,7 +6,8 @@
 namespace lms::cli {
 
 void add_train_options(CLI::App* app, TrainArgs& a) {
-  app->add_option("--train", a.optimizer,
+  // --optimizer as `lms train` spells it, so that a plan and the run it predicts take the same flags.
+  app->add_option("--train,--optimizer", a.optimizer,
                   "Build the training graph with this optimizer: sgd, momentum or adam (default: momentum for "
                   "--model, the forward graph of a FILE)");
   app->add_option_function<double>("--lr", [&a](const double& v) { a.lr = v; },

@@ -120,8 +120,10 @@ Error nothing_fits(const Graph& g, const TflmsSearchOptions& opts, const std::ve
     host = fmt::format(" and {} of host memory (that trial's host peak {}{})", format_size(opts.sim.host_bytes),
                        format_size(least->peak_host_bytes), least->host_exceeded ? ", too much" : "");
   return Error{fmt::format("TFLMS cannot fit {}{}: the smallest simulated peak was {} (T={}, sync_mode={}, "
-                           "{} tensors swapped); the hard minimum is {} ({} of parameters and state plus the "
-                           "working set of {}), below which no swapping can fit",
+                           "{} tensors swapped); its simulation's hard minimum is {} ({} of parameters and state "
+                           "plus the inputs and outputs of {}, counted without buffer reuse as the original does), "
+                           "below which no swapping of its kind can fit (--strategy auto also reuses buffers and "
+                           "recomputes)",
                            budget, host, format_size(least->peak_device_bytes), least->params.swapout_threshold,
                            static_cast<int>(least->params.sync_mode), least->swapped_tensors,
                            format_size(any.min_device_bytes), format_size(any.persistent_bytes),
