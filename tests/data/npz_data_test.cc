@@ -15,6 +15,7 @@
 
 #include "lms/data/data.h"
 #include "lms/io/npz.h"
+#include "lms/io/zip.h"
 
 namespace lms {
 namespace {
@@ -112,6 +113,42 @@ TEST_F(NpzDataTest, ReadsAKerasStyleArchiveWrittenByNumpy) {
   ASSERT_TRUE((*flat)->test_batch(0, x, labels));
   EXPECT_EQ(x.as<float>()[784 + 9], fixture_pixel(1, 9));
   EXPECT_EQ(labels.as<int32_t>()[2], 7);
+}
+
+// Every element type a data file may hold (make_numpy_fixtures.py element_types(): [2,3] arrays) as x_train,
+// converted into f32 and f64 inputs: each value as NpyArray::get reads it.
+TEST_F(NpzDataTest, EveryElementTypeConvertsAsItReads) {
+  const std::string types = std::string(LMS_SOURCE_DIR) + "/tests/fixtures/numpy_element_types.npz";
+  auto reader = zip::Reader::open(types);
+  ASSERT_TRUE(reader.has_value()) << reader.error().str();
+  auto arrays = read_npz_arrays(types);
+  ASSERT_TRUE(arrays.has_value()) << arrays.error().str();
+  auto labels = encode_npy(tensor({DType::i64, {2}}, [](int64_t i) { return static_cast<double>(i); }));
+  ASSERT_TRUE(labels.has_value());
+  int checked = 0;
+  for (const zip::Entry& e : reader->entries()) {
+    const std::string key = e.name.substr(0, e.name.size() - 4);  // without ".npy"
+    if (arrays->at(key).shape != Shape{2, 3}) continue;            // the extremes are [1]
+    auto member = reader->read(e);
+    ASSERT_TRUE(member.has_value()) << member.error().str();
+    const std::string path = (dir_ / (key + ".npz")).string();
+    const zip::WriteMember members[] = {{"x_train.npy", {std::span(*member)}}, {"y_train.npy", {std::span(*labels)}}};
+    ASSERT_TRUE(zip::write_archive(path, members));
+    for (DType dt : {DType::f32, DType::f64}) {
+      auto s = open_data(npz(path), {dt, {2, 3}}, {DType::i64, {2}});
+      ASSERT_TRUE(s.has_value()) << key << ": " << s.error().str();
+      HostTensor x, y;
+      ASSERT_TRUE((*s)->test_batches() == 0 && (*s)->train_batch(0, 0, x, y));
+      for (int64_t r = 0; r < 2; ++r) {
+        const int64_t sample = (*s)->train_sample(0, r);
+        for (int64_t i = 0; i < 3; ++i)
+          EXPECT_EQ(x.get(r * 3 + i), static_cast<double>(static_cast<float>(arrays->at(key).get(sample * 3 + i))))
+              << key << " into " << dtype_name(dt) << ", sample " << sample << " element " << i;
+      }
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 10);
 }
 
 TEST_F(NpzDataTest, MatchingDtypesAreCopiedAsTheyAre) {

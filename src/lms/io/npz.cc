@@ -279,8 +279,10 @@ bool NpyArray::is_integer() const {
 
 std::optional<DType> NpyArray::dtype() const { return code_of(element).dtype; }
 
+int64_t NpyArray::element_bytes() const { return code_of(element).bytes; }
+
 double NpyArray::get(int64_t i) const {
-  const std::byte* p = data.data() + static_cast<size_t>(i * code_of(element).bytes);
+  const std::byte* p = data.data() + static_cast<size_t>(i * element_bytes());
   switch (element) {
     case NpyElement::b1: return load<uint8_t>(p) != 0 ? 1.0 : 0.0;
     case NpyElement::u1: return load<uint8_t>(p);

@@ -39,6 +39,7 @@ struct NpyArray {
   Shape shape;
   std::vector<std::byte> data;  // row-major, little-endian
   int64_t size() const;         // elements
+  int64_t element_bytes() const;
   bool is_integer() const;      // b1 and the integer types
   // The LMS dtype with the same bytes, if any ('<f4' is f32; '|u1' has none).
   std::optional<DType> dtype() const;
