@@ -122,6 +122,37 @@ TEST(Training, MomentumAndAdamState) {
   EXPECT_TRUE(verify(a).has_value());
 }
 
+// With lr_scale, one f32[] input %lr_scale is every update's last input; the graph prints and parses back.
+TEST(Training, LearningRateScaleInput) {
+  for (OptimizerKind k : {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adam}) {
+    TrainingOptions o = with(k);
+    o.optimizer.lr_scale = true;
+    Graph g = train(parse(kTiny), o);
+    ASSERT_TRUE(verify(g).has_value());
+    const Node& input = producer(g, kLrScaleName);
+    EXPECT_EQ(input.op, Op::input);
+    const ValueId scale = *g.find_value(kLrScaleName);
+    EXPECT_EQ(g.value(scale).type, (TensorType{DType::f32, {}}));
+    for (const char* updated : {"w.new", "b.new"}) EXPECT_EQ(producer(g, updated).inputs.back(), scale) << updated;
+    EXPECT_EQ(g.value(scale).consumers.size(), 2u);
+    const std::string text = print_graph(g);
+    EXPECT_NE(text.find("%w.grad, %lr_scale) after(%h) {lr = "), std::string::npos) << text;
+    auto back = parse_graph(text);
+    ASSERT_TRUE(back.has_value()) << back.error().str();
+    EXPECT_EQ(print_graph(*back), text);
+  }
+  // A model whose own value has the input's name is refused, not given a second %lr_scale.
+  std::string clash(kTiny);
+  clash.replace(clash.find("%b = param()"), 12, "%lr_scale = param()");
+  clash.replace(clash.find("bias_add(%h, %b)"), 16, "bias_add(%h, %lr_scale)");
+  TrainingOptions o = with(OptimizerKind::sgd);
+  o.optimizer.lr_scale = true;
+  auto g = build_training_graph(parse(clash), o);
+  ASSERT_FALSE(g.has_value());
+  EXPECT_NE(g.error().str().find("input %lr_scale is also a value of graph 'tiny'"), std::string::npos)
+      << g.error().str();
+}
+
 TEST(Training, BackwardReadersOfAParameterComeFirst) {
   // w1 is read by the forward matmul and by the backward matmul that computes h1's gradient.
   Graph g = train(parse(R"(graph two {

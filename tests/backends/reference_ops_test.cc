@@ -273,6 +273,37 @@ TEST(ReferenceOps, OptimizerUpdates) {
   EXPECT_TRUE(near((*ad)[3], {1}, 0));
 }
 
+// With the optional lr_scale input, an update steps with lr x lr_scale: the same bits as lr = that product.
+TEST(ReferenceOps, UpdatesWithALearningRateScale) {
+  const double scale = 0.375;  // exact in f32
+  auto w = [] { return f64({3}, {1, -2, 0.25}); };
+  auto g = [] { return f64({3}, {0.5, 0.125, -3}); };
+  struct Case {
+    Op op;
+    std::vector<HostTensor> state;
+  };
+  for (const Case& c : {Case{Op::sgd_update, {}}, Case{Op::momentum_update, {f64({3}, {0.2, 0, -1})}},
+                        Case{Op::adam_update, {f64({3}, {0.1, 0, 0}), f64({3}, {0.5, 1, 2}), f32({}, {2})}}}) {
+    std::vector<HostTensor> plain = {w()}, scaled = {w()};
+    for (const HostTensor& t : c.state) {
+      plain.push_back(t);
+      scaled.push_back(t);
+    }
+    plain.push_back(g());
+    scaled.push_back(g());
+    scaled.push_back(f32({}, {scale}));
+    auto expected = run(c.op, plain, A({{"lr", F(0.1 * scale)}, {"weight_decay", F(0.01)}}));
+    auto got = run(c.op, scaled, A({{"lr", F(0.1)}, {"weight_decay", F(0.01)}}));
+    ASSERT_TRUE(expected && got) << op_name(c.op) << ": " << (got ? expected.error().str() : got.error().str());
+    ASSERT_EQ(got->size(), expected->size());
+    for (size_t i = 0; i < got->size(); ++i)
+      EXPECT_TRUE((*got)[i].data == (*expected)[i].data) << op_name(c.op) << " output " << i;
+  }
+  auto bad = run(Op::sgd_update, {w(), g(), f32({1}, {1})}, A({{"lr", F(0.1)}}));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().what.find("lr_scale must be f32[], got f32[1]"), std::string::npos) << error_of(bad);
+}
+
 // The KernelCall contract for in-place ops: the output pointer is the input pointer.
 TEST(ReferenceOps, UpdatesRunInPlace) {
   HostTensor w = f32({2}, {1, 2}), v = f32({2}, {0, 0}), g = f32({2}, {1, -1});

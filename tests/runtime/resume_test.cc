@@ -16,6 +16,7 @@ namespace lms {
 namespace {
 
 using Values = std::map<std::string, HostTensor>;
+using runtime_test::expect_same_values;
 
 Graph small_gpt() { return runtime_test::small_gpt(/*dropout=*/0.1); }
 
@@ -27,15 +28,6 @@ TrainOptions options(int64_t steps) {
   o.data.synthetic_train_samples = 8;  // 2 steps an epoch: the runs below cross epochs
   o.keep_values = true;
   return o;
-}
-
-void expect_same_values(const Values& a, const Values& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (const auto& [name, t] : a) {
-    ASSERT_TRUE(b.contains(name)) << what << ": " << name;
-    EXPECT_EQ(t.type, b.at(name).type) << what << ": " << name;
-    EXPECT_TRUE(t.data == b.at(name).data) << what << ": " << name << " differs";
-  }
 }
 
 TEST(Resume, CheckpointsAreTheShorterRunsValuesAndResumingIsBitIdentical) {

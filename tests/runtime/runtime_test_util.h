@@ -1,10 +1,13 @@
-// Shared fixtures of the runtime tests: a tiny MLP training program and its synthetic data, a small GPT, and a runner
-// that executes steps on the reference backend and collects losses.
+// Shared fixtures of the runtime tests: a tiny MLP training program and its synthetic data, a small GPT, a check
+// that two sets of trained values are the same bytes, and a runner that executes steps on the reference backend
+// and collects losses.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lms/autodiff/optimizer.h"
@@ -30,6 +33,17 @@ inline Graph small_gpt(double dropout) {
   auto g = build_model("gpt", o);
   EXPECT_TRUE(g.has_value()) << g.error().str();
   return g ? std::move(*g) : Graph("none");
+}
+
+// Two sets of trained values are the same names, types and bytes.
+inline void expect_same_values(const std::map<std::string, HostTensor>& a, const std::map<std::string, HostTensor>& b,
+                               const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.contains(name)) << what << ": " << name;
+    EXPECT_EQ(t.type, b.at(name).type) << what << ": " << name;
+    EXPECT_TRUE(t.data == b.at(name).data) << what << ": " << name << " differs";
+  }
 }
 
 // mlp on 1x4x4 images, one hidden layer of 8, 3 classes, batch 4, trained with momentum SGD.

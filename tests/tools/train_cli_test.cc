@@ -144,6 +144,48 @@ TEST(TrainCommand, BadOptionsAreOneLineErrors) {
   expect_one_error_line(lms("train --model mlp --steps 1 --load /no/such.npz"), "/no/such.npz", "missing checkpoint");
 }
 
+// --lr-schedule: the rate of each step in the JSON and on the progress lines, `lms plan` of the same flags planning
+// the same graph (a schedule adds the %lr_scale input), and flags that do not apply are errors.
+TEST(TrainCommand, LearningRateSchedules) {
+  const std::string run =
+      std::string(kSmall) + " --steps 6 --lr 0.2 --lr-schedule cosine --warmup-steps 2 --min-lr 0.02";
+  nlohmann::json j = parse_json(lms(run + " --json"));
+  ASSERT_EQ(j["learning_rates"].size(), 6u) << j.dump();
+  // Warm-up 0.1, 0.2; then cosine over steps 2..6 towards 0.02.
+  const double expected[] = {0.1, 0.2, 0.2, 0.02 + 0.18 * 0.5 * (1 + std::cos(M_PI / 4)), 0.11,
+                             0.02 + 0.18 * 0.5 * (1 + std::cos(3 * M_PI / 4))};
+  for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(j["learning_rates"][i].get<double>(), expected[i], 1e-8) << i;
+  nlohmann::json constant = parse_json(lms(std::string(kSmall) + " --steps 2 --lr 0.2 --json"));
+  EXPECT_EQ(constant["learning_rates"], nlohmann::json::parse("[0.2, 0.2]"));
+
+  CmdResult text = lms(run);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("step 1/6  epoch 1/1  loss "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  lr 1.00e-01  "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("learning rate  0.1 -> 0.0464 (cosine schedule, 2 warm-up steps)"), std::string::npos)
+      << text.out;
+  EXPECT_EQ(lms(std::string(kSmall) + " --steps 1").out.find("  lr "), std::string::npos) << "only with a schedule";
+
+  // The plan of the same flags is the run's.
+  nlohmann::json plan = parse_json(lms("plan --model mlp --hidden 16 --batch 8 --device reference --budget 1GiB "
+                                       "--optimizer momentum --lr-schedule cosine --warmup-steps 2 --json"));
+  EXPECT_EQ(plan["peak_bytes"], j["planned_peak_bytes"]);
+  CmdResult graph = lms("model mlp --hidden 16 --batch 8 --train sgd --lr-schedule linear");
+  ASSERT_EQ(graph.status, 0) << graph.err;
+  EXPECT_NE(graph.out.find("%lr_scale = input() : f32[]"), std::string::npos) << graph.out;
+
+  expect_one_error_line(lms(std::string(kSmall) + " --lr-schedule exponential"),
+                        "--lr-schedule must be constant, linear, cosine or step, got 'exponential'", "unknown");
+  expect_one_error_line(lms(std::string(kSmall) + " --lr-schedule step"), "needs --lr-step-every", "step every");
+  expect_one_error_line(lms(std::string(kSmall) + " --lr-gamma 0.5"), "--lr-gamma applies to --lr-schedule step",
+                        "gamma alone");
+  expect_one_error_line(lms(std::string(kSmall) + " --min-lr 1"), "--min-lr applies to", "min-lr alone");
+  expect_one_error_line(lms(std::string(kSmall) + " --lr 0.1 --lr-schedule cosine --min-lr 1"),
+                        "--min-lr must be in [0, the learning rate 0.1]", "min-lr above lr");
+  expect_one_error_line(lms(std::string(kSmall) + " --warmup-steps -2"), "--warmup-steps must be >= 0", "warm-up");
+  expect_one_error_line(lms("model mlp --lr-schedule cosine"), "need --train", "forward graph");
+}
+
 TEST(TrainCommand, SaveAndLoadCheckpoints) {
   fs::path first = temp_dir() / "first.npz";
   ASSERT_EQ(lms(std::string(kSmall) + " --steps 2 --seed 1 --json --save " + first.string()).status, 0);

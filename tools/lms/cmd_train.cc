@@ -6,6 +6,7 @@
 // the file is created before training, so a path that cannot be written is an error before any step runs.
 // --save writes the checkpoint with its steps record, --save-every N also every N steps (through a temporary
 // file), and --load of such a checkpoint resumes the data order after its steps (docs/checkpoints.md).
+// --lr-schedule and its flags (train_args.h) give each step its learning rate (docs/cli.md).
 #include <csignal>
 #include <cmath>
 #include <filesystem>
@@ -47,6 +48,7 @@ struct TrainCmd {
   bool nesterov = false;
   bool no_argmax_pool = false;
   int64_t loss_chunks = 1, attention_chunks = 1;
+  LrScheduleArgs lr_schedule;
   std::string save, load;
   int64_t save_every = 0;  // 0: only at the end
   std::string trace;  // empty: no trace
@@ -66,12 +68,14 @@ std::string format_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
-// The progress text after a step: "step 120/1875  epoch 1/1  loss 0.5432  2345 samples/s  ETA 1m23s".
-std::string progress_text(const StepProgress& p) {
+// The progress text after a step: "step 120/1875  epoch 1/1  loss 0.5432  2345 samples/s  ETA 1m23s", with
+// "lr 2.50e-04" after the loss when the rate follows a schedule.
+std::string progress_text(const StepProgress& p, bool show_lr) {
   double rate = p.elapsed_seconds > 0 ? static_cast<double>(p.step * p.batch) / p.elapsed_seconds : 0;
   double eta = p.step > 0 ? p.elapsed_seconds / static_cast<double>(p.step) * static_cast<double>(p.total_steps - p.step) : 0;
-  return fmt::format("step {}/{}  epoch {}/{}  loss {:.4f}  {:.0f} samples/s  ETA {}", p.step, p.total_steps,
-                     p.epoch + 1, p.total_epochs, p.loss, rate, format_duration(eta));
+  return fmt::format("step {}/{}  epoch {}/{}  loss {:.4f}{}  {:.0f} samples/s  ETA {}", p.step, p.total_steps,
+                     p.epoch + 1, p.total_epochs, p.loss, show_lr ? fmt::format("  lr {:.2e}", p.lr) : std::string(),
+                     rate, format_duration(eta));
 }
 
 Result<TrainOptions> options_from(const TrainCmd& c) {
@@ -101,6 +105,7 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   o.training.optimizer.momentum = c.momentum;
   o.training.optimizer.weight_decay = c.weight_decay;
   o.training.optimizer.nesterov = c.nesterov;
+  o.lr_schedule = LMS_TRY(resolve_lr_schedule(c.lr_schedule, effective_lr(o.training.optimizer)));
   o.training.argmax_pool = !c.no_argmax_pool;
   o.training.loss_chunks = c.loss_chunks;
   o.training.attention_chunks = c.attention_chunks;
@@ -122,6 +127,7 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
 nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
   nlohmann::ordered_json j;
   j["losses"] = r.losses;
+  j["learning_rates"] = r.learning_rates;
   j["peak_device_bytes"] = r.peak_device_bytes;
   j["planned_peak_bytes"] = r.planned_peak_bytes;
   j["budget_bytes"] = r.budget_bytes == kUnlimitedBytes ? nlohmann::ordered_json() : nlohmann::ordered_json(r.budget_bytes);
@@ -162,6 +168,11 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
              static_cast<double>(r.steps) / static_cast<double>(r.steps_per_epoch),
              r.first_step > 0 ? fmt::format(" after the checkpoint's {}", r.first_step) : std::string(), r.batch);
   if (!r.losses.empty()) fmt::print("  loss           {:.4f} -> {:.4f}\n", r.losses.front(), r.losses.back());
+  if (r.lr_scheduled && !r.learning_rates.empty())
+    fmt::print("  learning rate  {:.3g} -> {:.3g} ({} schedule{})\n", r.learning_rates.front(), r.learning_rates.back(),
+               c.lr_schedule.schedule,
+               c.lr_schedule.warmup_steps > 0 ? fmt::format(", {} warm-up steps", c.lr_schedule.warmup_steps)
+                                              : std::string());
   fmt::print("  planned peak   {} (budget {}; liveness lower bound {}; minimum budget {})\n",
              format_size(r.planned_peak_bytes), r.budget_bytes == kUnlimitedBytes ? "unlimited" : format_size(r.budget_bytes),
              format_size(r.lower_bound_bytes), format_size(r.min_budget_bytes));
@@ -252,18 +263,19 @@ int run(const TrainCmd& c) {
   }
 
   const bool tty = !c.json && isatty(STDOUT_FILENO) == 1;
+  const bool show_lr = is_scheduled(opts->lr_schedule);
   bool bar_drawn = false;
   ProgressCallback progress = [&](const StepProgress& p) {
     if (tty) {
       int filled = static_cast<int>(static_cast<double>(kBarWidth) * static_cast<double>(p.step) /
                                     static_cast<double>(p.total_steps));
       std::string bar = std::string(filled, '=') + std::string(kBarWidth - filled, ' ');
-      fmt::print("\r[{}] {}\x1b[K", bar, progress_text(p));
+      fmt::print("\r[{}] {}\x1b[K", bar, progress_text(p, show_lr));
       std::fflush(stdout);
       bar_drawn = true;
     } else if (!c.json) {
       int64_t every = std::max<int64_t>(1, (p.total_steps + kProgressLines - 1) / kProgressLines);
-      if (p.step % every == 0 || p.step == p.total_steps) fmt::print("{}\n", progress_text(p));
+      if (p.step % every == 0 || p.step == p.total_steps) fmt::print("{}\n", progress_text(p, show_lr));
       std::fflush(stdout);
     }
     return g_interrupted == 0;
@@ -340,6 +352,7 @@ void add_train_command(CLI::App& root, int& exit_code) {
   sub->add_flag("--nesterov", c->nesterov, "Nesterov momentum (momentum optimizer)");
   sub->add_option("--weight-decay", c->weight_decay, "L2 penalty added to the gradient")->capture_default_str();
   sub->add_flag("--no-argmax-pool", c->no_argmax_pool, kNoArgmaxPoolHelp);
+  add_lr_schedule_options(sub, c->lr_schedule);
   add_chunk_options(sub, c->loss_chunks, c->attention_chunks);
   sub->add_option("--save", c->save, "Write the trained parameters and state to this .npz file");
   sub->add_option("--save-every", c->save_every, "With --save: also write it every N steps (each replacing the last)");

@@ -9,10 +9,27 @@
 #include <CLI/CLI.hpp>
 
 #include "lms/autodiff/optimizer.h"
+#include "lms/runtime/lr_schedule.h"
 #include "lms/ir/graph.h"
 #include "lms/support/error.h"
 
 namespace lms::cli {
+
+// The learning-rate schedule flags of `lms train`, also taken by the commands that plan its training graph
+// (a schedule adds the graph's %lr_scale input).
+struct LrScheduleArgs {
+  std::string schedule = "constant";    // --lr-schedule constant|linear|cosine|step
+  int64_t warmup_steps = 0;             // --warmup-steps
+  std::optional<int64_t> decay_steps;   // --decay-steps (linear, cosine)
+  std::optional<double> min_lr;         // --min-lr (linear, cosine)
+  std::optional<int64_t> step_every;    // --lr-step-every (step)
+  std::optional<double> gamma;          // --lr-gamma (step)
+};
+
+void add_lr_schedule_options(CLI::App* app, LrScheduleArgs& args);
+// The schedule the flags ask for, checked against the base learning rate `lr`; a flag that does not apply to the
+// schedule is an error naming it.
+Result<LrSchedule> resolve_lr_schedule(const LrScheduleArgs& args, double lr);
 
 struct TrainArgs {
   std::string optimizer;              // --train sgd|momentum|adam; empty: keep the forward graph
@@ -22,6 +39,7 @@ struct TrainArgs {
   bool no_argmax_pool = false;        // --no-argmax-pool: TrainingOptions::argmax_pool off
   int64_t loss_chunks = 1;            // --loss-chunks: TrainingOptions::loss_chunks
   int64_t attention_chunks = 1;       // --attention-chunks: TrainingOptions::attention_chunks
+  LrScheduleArgs lr_schedule;         // a schedule gives the training graph its %lr_scale input
 };
 
 // The help of --no-argmax-pool (also a flag of `lms train`).

@@ -29,9 +29,9 @@ std::vector<std::string> new_names(const Graph& g, std::span<const ValueId> over
   return names;
 }
 
-// Adds the update of parameter `p` with gradient `grad`, its optimizer state, and the control edges that make
-// every other reader of `p` finish before the update overwrites it.
-Result<void> add_update(Graph& g, ValueId p, ValueId grad, const OptimizerOptions& o) {
+// Adds the update of parameter `p` with gradient `grad` (and `lr_scale` if valid), its optimizer state, and the
+// control edges that make every other reader of `p` finish before the update overwrites it.
+Result<void> add_update(Graph& g, ValueId p, ValueId grad, ValueId lr_scale, const OptimizerOptions& o) {
   Builder b(g);
   b.set_category(Category::upd);
   const std::string name = g.value(p).name;
@@ -63,6 +63,7 @@ Result<void> add_update(Graph& g, ValueId p, ValueId grad, const OptimizerOption
   if (!b.ok()) return std::unexpected(*b.error());
   std::vector<std::string> names = new_names(g, inputs);
   inputs.push_back(grad);
+  if (lr_scale.valid()) inputs.push_back(lr_scale);
   auto outs = LMS_TRY(autodiff::add_named(g, Category::upd, op, std::move(inputs), std::move(a), names));
   NodeId update = g.value(outs.front()).producer;
   for (NodeId reader : std::vector<NodeId>(g.value(p).consumers))
@@ -158,9 +159,17 @@ Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& 
     if (node.op == Op::batch_norm) batch_norms.push_back(n);
   }
   std::vector<ValueId> grads = LMS_TRY(append_gradients(g, params));
+  ValueId lr_scale;
+  if (opts.optimizer.lr_scale) {
+    if (g.find_value(kLrScaleName))
+      return fail("the learning-rate schedule's input %{} is also a value of graph '{}'", kLrScaleName, g.name());
+    Builder b(g);
+    lr_scale = b.input(TensorType{DType::f32, {}}, kLrScaleName);
+    if (!b.ok()) return std::unexpected(*b.error());
+  }
   for (size_t i = 0; i < params.size(); ++i)
     if (grads[i].valid()) {
-      auto r = add_update(g, params[i], grads[i], opts.optimizer);
+      auto r = add_update(g, params[i], grads[i], lr_scale, opts.optimizer);
       if (!r) return wrap(fmt::format("update of %{}", g.value(params[i]).name), r.error());
     }
   if (opts.bn_running_stats)
@@ -187,6 +196,8 @@ std::vector<AttrSpec> training_option_specs() {
       {"beta1", AttrKind::Float, Attribute{d.beta1}, "Adam's first-moment decay"},
       {"beta2", AttrKind::Float, Attribute{d.beta2}, "Adam's second-moment decay"},
       {"eps", AttrKind::Float, Attribute{d.eps}, "Adam's denominator term"},
+      {"lr_scale", AttrKind::Bool, Attribute{d.lr_scale},
+       "every update also reads the f32[] input %lr_scale and steps with lr x its value (a schedule)"},
       {"bn_running_stats", AttrKind::Bool, Attribute{true}, "update batch norm running statistics"},
       {"argmax_pool", AttrKind::Bool, Attribute{true},
        "keep a relu-then-max-pool's argmax positions, not the relu's output, for the backward pass"},
@@ -211,6 +222,7 @@ Result<TrainingOptions> training_options_from(const Attributes& a) {
   o.beta1 = a.get_float("beta1", o.beta1);
   o.beta2 = a.get_float("beta2", o.beta2);
   o.eps = a.get_float("eps", o.eps);
+  o.lr_scale = a.get_bool("lr_scale", o.lr_scale);
   t.bn_running_stats = a.get_bool("bn_running_stats", t.bn_running_stats);
   t.argmax_pool = a.get_bool("argmax_pool", t.argmax_pool);
   t.loss_chunks = a.get_int("loss_chunks", t.loss_chunks);

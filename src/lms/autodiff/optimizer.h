@@ -31,7 +31,12 @@ struct OptimizerOptions {
   double beta1 = 0.9;         // Adam's first-moment decay, in [0, 1)
   double beta2 = 0.999;       // Adam's second-moment decay, in [0, 1)
   double eps = 1e-8;          // Adam's denominator term, >= 0
+  bool lr_scale = false;      // every update also reads the f32[] graph input %lr_scale and steps with lr x its
+                              // value: a learning-rate schedule fed each step (runtime/lr_schedule.h)
 };
+
+// The name of the learning-rate scale input (OptimizerOptions::lr_scale).
+inline constexpr const char* kLrScaleName = "lr_scale";
 
 // Learning rates when none is given: the usual SGD starting point, and torch.optim.Adam's default.
 inline constexpr double kDefaultLr = 0.01;
@@ -54,7 +59,8 @@ Result<void> check_optimizer_options(const OptimizerOptions& o);
 // Builds the training graph of `forward` (whose single output is the scalar loss): the forward nodes (kept,
 // categories fwd), the gradients of every floating-point `param` (bwd), then per parameter with a gradient an
 // update node (upd) with its zero-initialized state values ("<param>.momentum"; Adam's "<param>.m", "<param>.v",
-// "<param>.t"), ordered after every other reader of the parameter; and per batch_norm "<bn>.running_mean"
+// "<param>.t") and, with `lr_scale`, the input %lr_scale, ordered after every other reader of the parameter; and
+// per batch_norm "<bn>.running_mean"
 // (zeros), "<bn>.running_var" (ones) and a bn_running_update (upd). Parameters the loss does not depend on get
 // no update. With `argmax_pool`, a relu followed by a max pooling keeps the pooling's argmax positions for the
 // backward pass instead of the relu's output (passes/argmax_pool.h); with `loss_chunks` > 1 the loss is first
@@ -62,8 +68,9 @@ Result<void> check_optimizer_options(const OptimizerOptions& o);
 // of its attention matrices (passes/chunk_attention.h). The outputs are [loss]. The result verifies.
 Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& opts);
 
-// The `train` pass's options (docs/autodiff.md): optimizer, lr, momentum, weight_decay, nesterov, beta1,
-// beta2, eps, bn_running_stats, argmax_pool, loss_chunks, attention_chunks; and reading them (normalized) back into TrainingOptions.
+// The `train` pass's options (docs/autodiff.md): optimizer, lr, momentum, weight_decay, nesterov, beta1, beta2,
+// eps, lr_scale, bn_running_stats, argmax_pool, loss_chunks, attention_chunks; and reading them (normalized) back
+// into TrainingOptions.
 std::vector<AttrSpec> training_option_specs();
 Result<TrainingOptions> training_options_from(const Attributes& options);
 

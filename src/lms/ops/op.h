@@ -71,6 +71,7 @@ struct OpDef {
   std::string_view name;
   std::vector<std::string_view> inputs;  // input names, for errors and docs
   bool variadic = false;                 // the last input may repeat (>= 1 times)
+  int optional_inputs = 0;               // the last this many inputs may be left out (not with `variadic`)
   std::vector<std::string_view> outputs;  // output names; their count is fixed
   std::vector<AttrSpec> attrs;
   Traits traits;
@@ -91,6 +92,11 @@ struct OpDef {
 };
 
 const OpDef& op_def(Op op);
+
+// Whether a node of `d` may have `n` inputs (`variadic`, `optional_inputs`), and the counts it may have in words
+// ("2", "at least 1", "2 or 3"), for errors.
+bool accepts_input_count(const OpDef& d, size_t n);
+std::string input_count_text(const OpDef& d);
 
 // A number attribute that may be given as an int or a float (momentum, eps, count), else the op's declared
 // default; NaN when neither exists. For kernels, which read attributes without an OpCall.

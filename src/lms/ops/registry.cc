@@ -120,6 +120,18 @@ const OpDef& op_def(Op op) { return table().defs[static_cast<size_t>(op)]; }
 
 std::span<const OpDef> all_op_defs() { return table().defs; }
 
+bool accepts_input_count(const OpDef& d, size_t n) {
+  const size_t all = d.inputs.size(), least = all - static_cast<size_t>(d.optional_inputs);
+  return d.variadic ? n >= all : n >= least && n <= all;
+}
+
+std::string input_count_text(const OpDef& d) {
+  const size_t all = d.inputs.size(), least = all - static_cast<size_t>(d.optional_inputs);
+  if (d.variadic) return fmt::format("at least {}", all);
+  if (least == all) return fmt::format("{}", all);
+  return least + 1 == all ? fmt::format("{} or {}", least, all) : fmt::format("{} to {}", least, all);
+}
+
 std::optional<Op> find_op(std::string_view name) {
   for (int i = 0; i < kNumOps; ++i)
     if (kOpNames[i] == name) return static_cast<Op>(i);
@@ -153,10 +165,9 @@ Result<Attributes> normalize_attrs(const OpDef& def, Attributes attrs) {
 Result<std::vector<TensorType>> infer_types(Op op, std::span<const TensorType> inputs, const Attributes& attrs,
                                             std::span<const TensorType> declared) {
   const OpDef& d = op_def(op);
-  size_t n = d.inputs.size();
-  if (d.variadic ? inputs.size() < n : inputs.size() != n)
-    return fail("op '{}' takes {}{} input{} ({}), got {}", d.name, d.variadic ? "at least " : "", n,
-                n == 1 ? "" : "s", fmt::join(d.inputs, ", "), inputs.size());
+  if (!accepts_input_count(d, inputs.size()))
+    return fail("op '{}' takes {} input{} ({}), got {}", d.name, input_count_text(d), d.inputs.size() == 1 ? "" : "s",
+                fmt::join(d.inputs, ", "), inputs.size());
   // Shape rules may see attributes that were never normalized (a hand-made node reaching the verifier); the
   // getters would read a missing required attribute as zero, so say what is missing here, once for all ops.
   for (const AttrSpec& s : d.attrs)

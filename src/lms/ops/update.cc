@@ -1,6 +1,8 @@
 // Optimizer updates with torch.optim semantics, applied in place to a parameter and its state: sgd_update
 // (w, g), momentum_update (w, v, g) and adam_update (w, m, v, t, g) with t a per-parameter f32[] step count;
-// and rng_advance (key), which moves a dropout key (an i64[] state) to the next step's masks.
+// and rng_advance (key), which moves a dropout key (an i64[] state) to the next step's masks. Each update may take
+// one more input, lr_scale (f32[]): the step then uses the learning rate lr x lr_scale (the product in double),
+// so that a schedule changes it every step without a new graph (runtime/lr_schedule.h).
 // Weight decay is L2 added to the gradient (g + wd*w), as torch.optim.SGD and torch.optim.Adam do, not
 // AdamW's decoupled decay. These are the IR's only mutations: each output aliases the input it overwrites
 // (`OpDef::aliases`), and the ops are side-effecting, so they run although nothing reads their outputs.
@@ -35,16 +37,17 @@ Result<void> check_decay_rate(const OpCall& c, std::string_view name) {
   return {};
 }
 
-// Checks the tensors: w is floating-point; input `step` (if >= 0) is the f32[] step counter; every other input
-// (gradient, moments) has exactly w's type, since the update is elementwise and in place. Returns the aliased
-// inputs' types, which are the outputs' types.
+// Checks the tensors: w is floating-point; input `step` (if >= 0) is the f32[] step counter, and the optional
+// last input lr_scale an f32[] too; every other input (gradient, moments) has exactly w's type, since the update is
+// elementwise and in place. Returns the aliased inputs' types, which are the outputs' types.
 Result<std::vector<TensorType>> check_tensors(const OpCall& c, int step) {
   const TensorType& w = c.inputs[0];
   if (!is_float(w.dtype)) return fail("{} needs a floating-point parameter w, got {}", c.def.name, to_string(w));
   for (size_t i = 1; i < c.inputs.size(); ++i) {
-    if (static_cast<int>(i) == step) {
+    if (static_cast<int>(i) == step || i + 1 == c.def.inputs.size()) {
       if (c.inputs[i] != TensorType{DType::f32, {}})
-        return fail("{} step counter {} must be f32[], got {}", c.def.name, c.def.inputs[i], to_string(c.inputs[i]));
+        return fail("{} {} {} must be f32[], got {}", c.def.name,
+                    static_cast<int>(i) == step ? "step counter" : "input", c.def.inputs[i], to_string(c.inputs[i]));
     } else if (c.inputs[i] != w) {
       return fail("{} {} is {} but w is {}; they must have identical types", c.def.name, c.def.inputs[i],
                   to_string(c.inputs[i]), to_string(w));
@@ -113,18 +116,27 @@ OpDef& update(OpDef& d, std::vector<std::string_view> inputs, std::vector<std::s
   return d;
 }
 
+// An optimizer's update: `update` of `inputs` and then the optional lr_scale.
+OpDef& optimizer_update(OpDef& d, std::vector<std::string_view> inputs, std::vector<std::string_view> outputs,
+                        std::vector<int> aliases, std::string_view doc) {
+  inputs.push_back("lr_scale");
+  update(d, std::move(inputs), std::move(outputs), std::move(aliases), doc).optional_inputs = 1;
+  return d;
+}
+
 }  // namespace
 
 void define_update_ops(OpTable& t) {
   {
-    OpDef& d = update(t.define(Op::sgd_update), {"w", "g"}, {"w_new"}, {0}, "w -= lr * (g + wd*w)");
+    OpDef& d = optimizer_update(t.define(Op::sgd_update), {"w", "g"}, {"w_new"}, {0}, "w -= lr * (g + wd*w)");
     d.attrs = {lr_spec(), weight_decay_spec()};
     d.shape = sgd_shape;
     d.cost = update_cost<kSgdFlopsPerElement>;
   }
   {
-    OpDef& d = update(t.define(Op::momentum_update), {"w", "v", "g"}, {"w_new", "v_new"}, {0, 1},
-                      "v = momentum*v + (g + wd*w); w -= lr*v (Nesterov: w -= lr*((g + wd*w) + momentum*v))");
+    OpDef& d = optimizer_update(
+        t.define(Op::momentum_update), {"w", "v", "g"}, {"w_new", "v_new"}, {0, 1},
+        "v = momentum*v + (g + wd*w); w -= lr*v (Nesterov: w -= lr*((g + wd*w) + momentum*v))");
     d.attrs = {
         lr_spec(),
         {"momentum", AttrKind::Float, Attribute{0.9}, "momentum factor, >= 0"},
@@ -135,8 +147,9 @@ void define_update_ops(OpTable& t) {
     d.cost = update_cost<kMomentumFlopsPerElement>;
   }
   {
-    OpDef& d = update(t.define(Op::adam_update), {"w", "m", "v", "t", "g"}, {"w_new", "m_new", "v_new", "t_new"},
-                      {0, 1, 2, 3}, "Adam (torch.optim.Adam, L2 in the gradient); t counts steps and is incremented");
+    OpDef& d = optimizer_update(t.define(Op::adam_update), {"w", "m", "v", "t", "g"},
+                                {"w_new", "m_new", "v_new", "t_new"}, {0, 1, 2, 3},
+                                "Adam (torch.optim.Adam, L2 in the gradient); t counts steps and is incremented");
     d.attrs = {
         lr_spec(),
         {"beta1", AttrKind::Float, Attribute{0.9}, "decay of the first moment m, in [0, 1)"},

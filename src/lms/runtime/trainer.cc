@@ -97,6 +97,10 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   if (opts.steps && *opts.steps < 1) return fail("--steps must be >= 1, got {}", *opts.steps);
   if (opts.epochs && *opts.epochs < 1) return fail("--epochs must be >= 1, got {}", *opts.epochs);
   LMS_TRY_VOID(check_optimizer_options(opts.training.optimizer));
+  const double lr = effective_lr(opts.training.optimizer);
+  LMS_TRY_VOID(check_lr_schedule(opts.lr_schedule, lr));
+  TrainingOptions training_opts = opts.training;
+  training_opts.optimizer.lr_scale = is_scheduled(opts.lr_schedule);
   if (opts.first_step < 0) return fail("the steps already trained must be >= 0, got {}", opts.first_step);
   if (opts.checkpoint_every < 0) return fail("--save-every must be >= 1, got {}", opts.checkpoint_every);
   LMS_TRY_VOID(check_backend_dtypes(forward));
@@ -106,7 +110,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  Graph training = LMS_TRY(build_training_graph(forward, opts.training));
+  Graph training = LMS_TRY(build_training_graph(forward, training_opts));
   // The data are opened, and a file checked, before planning, which can take minutes on a large model.
   DataOptions data_opts = opts.data;
   data_opts.seed = opts.seed;
@@ -151,8 +155,9 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   const Graph& g = program.graph();
   ValueId x = LMS_TRY(named_input(g, kInputName));
   ValueId labels = LMS_TRY(named_input(g, kLabelsName));
+  const ValueId lr_scale = training_opts.optimizer.lr_scale ? *g.find_value(kLrScaleName) : ValueId{};
   for (ValueId v : program.inputs())
-    if (v != x && v != labels)
+    if (v != x && v != labels && v != lr_scale)
       return fail("training feeds inputs %{} and %{}, but graph '{}' also has input %{}", kInputName, kLabelsName,
                   g.name(), g.value(v).name);
 
@@ -163,6 +168,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   // Epochs are counted from the first step ever trained, so that a resumed run goes on where its checkpoint was.
   const int64_t total_epochs = (opts.first_step + total + rep.steps_per_epoch - 1) / rep.steps_per_epoch;
   rep.planned_steps = total;
+  rep.lr_scheduled = lr_scale.valid();
   const MemoryPlan& memory = program.memory();
   rep.planned_peak_bytes = memory.device_arena_bytes;
   rep.budget_bytes = opts.budget_bytes;
@@ -206,7 +212,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
     }
     rep.start_seconds = seconds_since(start_up);
     std::vector<double> feed_seconds;
-    HostTensor xs, ls;
+    HostTensor xs, ls, scale({DType::f32, {}});
     // The batch buffers are reused every step (DataSource keeps their storage): pinned once they exist, so that
     // writing them into the arena is one DMA each (cuda; other backends pin nothing). Unpinned before they are
     // freed (declared after them). A buffer that cannot be pinned is copied from pageable memory.
@@ -230,10 +236,15 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
         }
         rep.batch_pinned = pinned_batch.pinned.size() == 2;
       }
-      const Feed feeds[] = {{x, &xs}, {labels, &ls}};
+      // The rate's ratio to lr, rounded to the f32 the updates read; the rate reported is the one they use.
+      const double rate = lr_at(opts.lr_schedule, lr, trained, opts.first_step + total);
+      const auto ratio = static_cast<float>(lr > 0 ? rate / lr : 1);
+      scale.as<float>()[0] = ratio;
+      rep.learning_rates.push_back(lr * static_cast<double>(ratio));
+      const Feed feeds[] = {{x, &xs}, {labels, &ls}, {lr_scale, &scale}};
       TraceWriter* trace = opts.trace != nullptr && traced_step(step, total) ? opts.trace : nullptr;
       if (trace) trace->set_step(step);
-      StepResult r = LMS_TRY(ex.step(feeds, trace));
+      StepResult r = LMS_TRY(ex.step(std::span(feeds, lr_scale.valid() ? 3 : 2), trace));
       rep.losses.push_back(r.outputs.front().get(0));
       rep.step_seconds.push_back(r.seconds);
       feed_seconds.push_back(r.feed_seconds);
@@ -241,7 +252,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
       rep.max_live_bytes = std::max(rep.max_live_bytes, r.max_live_bytes);
       rep.steps = step + 1;
       if (progress) {
-        StepProgress p{step + 1, total, epoch, total_epochs, rep.batch, rep.losses.back(),
+        StepProgress p{step + 1, total, epoch, total_epochs, rep.batch, rep.losses.back(), rep.learning_rates.back(),
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
         if (!progress(p)) {
           rep.interrupted = rep.steps < total;

@@ -16,6 +16,7 @@
 #include "lms/data/data.h"
 #include "lms/ir/graph.h"
 #include "lms/runtime/backend.h"
+#include "lms/runtime/lr_schedule.h"
 #include "lms/runtime/tensor.h"
 #include "lms/runtime/trace.h"
 #include "lms/support/error.h"
@@ -40,6 +41,8 @@ struct TrainOptions {
   MeasuredTimes measured;                    // auto: measured node times overriding the roofline
   bool reuse_buffers = true;                 // outputs written over dying inputs' buffers (StrategyOptions)
   TrainingOptions training;                  // optimizer and batch-norm statistics
+  LrSchedule lr_schedule;                    // the learning rate of each step (from training.optimizer's lr);
+                                             // a schedule adds the training graph's %lr_scale input
   std::optional<int64_t> steps;              // run exactly this many steps, or
   std::optional<int64_t> epochs;             // this many passes over the train split (neither: one epoch)
   DataOptions data;                          // data kind and directory; its seed is replaced by `seed`
@@ -86,6 +89,7 @@ struct StepProgress {
   int64_t total_epochs = 0;  // epochs the run spans (the last may be partial)
   int64_t batch = 0;         // samples per step
   double loss = 0;
+  double lr = 0;             // the learning rate the step trained with
   double elapsed_seconds = 0;  // wall time since the first step started (data loading included)
 };
 
@@ -94,6 +98,8 @@ using ProgressCallback = std::function<bool(const StepProgress&)>;
 
 struct TrainReport {
   std::vector<double> losses;              // one per step
+  std::vector<double> learning_rates;      // the rate each step trained with: lr x the fed f32 lr_scale
+  bool lr_scheduled = false;               // the rate changed over the steps (a schedule, lr_schedule.h)
   std::vector<double> step_seconds;        // executor step times (feeding to synchronize), one per step
   double feed_seconds_median = 0;          // of a step, the median time writing the batch into the arena
   bool batch_pinned = false;               // both batch buffers were page-locked (Backend::pin_host_memory)

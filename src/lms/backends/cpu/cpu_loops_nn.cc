@@ -154,9 +154,12 @@ Result<KernelPtr> embedding(DnnlContext& ctx, const KernelCall& call, bool grad)
   });
 }
 
-// Inputs `same` have w's type (input 0), outputs alias inputs 0.. in order, all f32.
+// Inputs `same` have w's type (input 0), outputs alias inputs 0.. in order, all f32; `num_inputs` inputs and then
+// optionally lr_scale, an f32[].
 bool update_types(const KernelCall& call, size_t num_inputs, size_t num_outputs, std::initializer_list<size_t> same) {
-  if (call.inputs.size() != num_inputs || call.outputs.size() != num_outputs) return false;
+  if (call.inputs.size() != num_inputs && call.inputs.size() != num_inputs + 1) return false;
+  if (call.outputs.size() != num_outputs) return false;
+  if (call.inputs.size() > num_inputs && *call.inputs[num_inputs].type != TensorType{DType::f32, {}}) return false;
   const TensorType& w = *call.inputs[0].type;
   if (w.dtype != DType::f32) return false;
   for (size_t i : same)
@@ -166,13 +169,25 @@ bool update_types(const KernelCall& call, size_t num_inputs, size_t num_outputs,
   return true;
 }
 
+// The optional lr_scale after an update's `num_inputs` inputs, or null.
+const float* lr_scale_of(const KernelCall& call, size_t num_inputs) {
+  return call.inputs.size() > num_inputs ? in_f32(call, num_inputs) : nullptr;
+}
+
+// The step's learning rate: lr times lr_scale's value at run time (in double, as the reference), rounded to f32.
+float step_lr(double lr, const float* scale) {
+  return static_cast<float>(scale ? lr * static_cast<double>(*scale) : lr);
+}
+
 Result<KernelPtr> sgd(DnnlContext& ctx, const KernelCall& call) {
   if (!update_types(call, 2, 1, {1})) return KernelPtr();
-  const auto lr = static_cast<float>(number(call, "lr")), wd = static_cast<float>(number(call, "weight_decay"));
-  const float *w = in_f32(call, 0), *g = in_f32(call, 1);
+  const double lr_attr = number(call, "lr");
+  const auto wd = static_cast<float>(number(call, "weight_decay"));
+  const float *w = in_f32(call, 0), *g = in_f32(call, 1), *scale = lr_scale_of(call, 2);
   float* w_out = out_f32(call, 0);
   const int64_t n = call.inputs[0].type->num_elements();
   return loop_kernel(ctx, [=]() -> Result<void> {
+    const float lr = step_lr(lr_attr, scale);
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
     for (int64_t i = 0; i < n; ++i) w_out[i] = w[i] - lr * (g[i] + wd * w[i]);
     return {};
@@ -181,13 +196,14 @@ Result<KernelPtr> sgd(DnnlContext& ctx, const KernelCall& call) {
 
 Result<KernelPtr> momentum(DnnlContext& ctx, const KernelCall& call) {
   if (!update_types(call, 3, 2, {1, 2})) return KernelPtr();
-  const auto lr = static_cast<float>(number(call, "lr")), mom = static_cast<float>(number(call, "momentum")),
-             wd = static_cast<float>(number(call, "weight_decay"));
+  const double lr_attr = number(call, "lr");
+  const auto mom = static_cast<float>(number(call, "momentum")), wd = static_cast<float>(number(call, "weight_decay"));
   const bool nesterov = call.attrs->get_bool("nesterov", false);
-  const float *w = in_f32(call, 0), *v = in_f32(call, 1), *g = in_f32(call, 2);
+  const float *w = in_f32(call, 0), *v = in_f32(call, 1), *g = in_f32(call, 2), *scale = lr_scale_of(call, 3);
   float *w_out = out_f32(call, 0), *v_out = out_f32(call, 1);
   const int64_t n = call.inputs[0].type->num_elements();
   return loop_kernel(ctx, [=]() -> Result<void> {
+    const float lr = step_lr(lr_attr, scale);
     // torch.optim.SGD: the step uses the stored (f32) buffer.
     if (nesterov) {
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
@@ -213,7 +229,7 @@ Result<KernelPtr> adam(DnnlContext& ctx, const KernelCall& call) {
   const double lr = number(call, "lr"), b1 = number(call, "beta1"), b2 = number(call, "beta2");
   const auto eps = static_cast<float>(number(call, "eps")), wd = static_cast<float>(number(call, "weight_decay"));
   const float *w = in_f32(call, 0), *m = in_f32(call, 1), *v = in_f32(call, 2), *t = in_f32(call, 3),
-              *g = in_f32(call, 4);
+              *g = in_f32(call, 4), *scale = lr_scale_of(call, 5);
   float *w_out = out_f32(call, 0), *m_out = out_f32(call, 1), *v_out = out_f32(call, 2), *t_out = out_f32(call, 3);
   const int64_t n = call.inputs[0].type->num_elements();
   return loop_kernel(ctx, [=]() -> Result<void> {
@@ -224,7 +240,7 @@ Result<KernelPtr> adam(DnnlContext& ctx, const KernelCall& call) {
     const auto fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
     const auto one_b1 = static_cast<float>(1 - b1), one_b2 = static_cast<float>(1 - b2);
     const auto inv_c1 = static_cast<float>(1 / c1), inv_c2 = static_cast<float>(1 / c2);
-    const auto flr = static_cast<float>(lr);
+    const float flr = step_lr(lr, scale);
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
     for (int64_t i = 0; i < n; ++i) {
       const float d = g[i] + wd * w[i];

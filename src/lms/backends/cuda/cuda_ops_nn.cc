@@ -141,20 +141,31 @@ Result<OwnKernel> cross_entropy_grad(const Args& a, const Launcher& l) {
   });
 }
 
+// The optional last input of an update, lr_scale (ops/update.cc), or a Scalar without data.
+Result<Scalar> lr_scale_of(const Args& a) {
+  if (a.num_inputs() < a.def.inputs.size()) return Scalar{};
+  const TensorType& t = a.in_types.back();
+  if (t.num_elements() != 1 || (t.dtype != DType::f32 && t.dtype != DType::f64))
+    return fail("{} lr_scale must be an f32 or f64 scalar, got {}", a.name(), to_string(t));
+  return scalar_of(a.call.inputs.back());
+}
+
 Result<OwnKernel> sgd_update(const Args& a, const Launcher& l) {
   const double lr = a.c.f("lr"), wd = a.c.f("weight_decay");
+  const Scalar scale = LMS_TRY(lr_scale_of(a));
   return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
-    return single(l, SgdUpdate<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), lr, wd}, elements(a.in(0)));
+    return single(l, SgdUpdate<T>{in<T>(a, 0), in<T>(a, 1), out<T>(a, 0), lr, wd, scale}, elements(a.in(0)));
   });
 }
 
 Result<OwnKernel> momentum_update(const Args& a, const Launcher& l) {
   const double lr = a.c.f("lr"), momentum = a.c.f("momentum"), wd = a.c.f("weight_decay");
   const bool nesterov = a.c.b("nesterov");
+  const Scalar scale = LMS_TRY(lr_scale_of(a));
   return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
     return single(l,
                   MomentumUpdate<T>{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), out<T>(a, 1), lr, momentum, wd,
-                                    nesterov},
+                                    nesterov, scale},
                   elements(a.in(0)));
   });
 }
@@ -166,9 +177,10 @@ Result<OwnKernel> adam_update(const Args& a, const Launcher& l) {
   const double lr = a.c.f("lr"), b1 = a.c.f("beta1"), b2 = a.c.f("beta2"), eps = a.c.f("eps"),
                wd = a.c.f("weight_decay");
   const Scalar t = scalar_of(a.call.inputs[3]), t_out = scalar_of(a.call.outputs[3]);
+  const Scalar scale = LMS_TRY(lr_scale_of(a));
   return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
     AdamUpdate<T> update{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), in<T>(a, 4), t, out<T>(a, 0), out<T>(a, 1),
-                         out<T>(a, 2), lr, b1, b2, eps, wd};
+                         out<T>(a, 2), lr, b1, b2, eps, wd, scale};
     return sequence({step(l, update, elements(a.in(0))), step(l, AdamStep{t, t_out}, 1)});
   });
 }

@@ -702,15 +702,19 @@ struct CrossEntropyGrad {
 
 // ---- optimizer updates (torch.optim semantics; see the reference's update.cc) ----
 
+// The step's learning rate: lr times the optional lr_scale input (no data: none), in double as the reference.
+LMS_HD inline double scaled_lr(double lr, const Scalar& lr_scale) { return lr_scale.data ? lr * lr_scale.load() : lr; }
+
 template <class T>
 struct SgdUpdate {
   const T *w, *g;
   T* w_out;
   double lr, wd;
+  Scalar lr_scale;
   LMS_HD void operator()(int64_t i) const {
     const double wi = static_cast<double>(w[i]);
     const double d = static_cast<double>(g[i]) + wd * wi;
-    w_out[i] = static_cast<T>(wi - lr * d);
+    w_out[i] = static_cast<T>(wi - scaled_lr(lr, lr_scale) * d);
   }
 };
 
@@ -720,13 +724,14 @@ struct MomentumUpdate {
   T *w_out, *v_out;
   double lr, momentum, wd;
   bool nesterov;
+  Scalar lr_scale;
   LMS_HD void operator()(int64_t i) const {
     const double wi = static_cast<double>(w[i]);
     const double d = static_cast<double>(g[i]) + wd * wi;
     const T vi = static_cast<T>(momentum * static_cast<double>(v[i]) + d);
     const double step = nesterov ? d + momentum * static_cast<double>(vi) : static_cast<double>(vi);
     v_out[i] = vi;
-    w_out[i] = static_cast<T>(wi - lr * step);
+    w_out[i] = static_cast<T>(wi - scaled_lr(lr, lr_scale) * step);
   }
 };
 
@@ -738,6 +743,7 @@ struct AdamUpdate {
   Scalar t;
   T *w_out, *m_out, *v_out;
   double lr, b1, b2, eps, wd;
+  Scalar lr_scale;
   LMS_HD void operator()(int64_t i) const {
     const double step = static_cast<double>(static_cast<float>(t.load() + 1));  // the counter is f32, rounded
     const double c1 = 1 - pow(b1, step), c2 = 1 - pow(b2, step);
@@ -748,7 +754,7 @@ struct AdamUpdate {
     const double m_hat = static_cast<double>(mi) / c1, v_hat = static_cast<double>(vi) / c2;
     m_out[i] = mi;
     v_out[i] = vi;
-    w_out[i] = static_cast<T>(wi - lr * m_hat / (sqrt(v_hat) + eps));
+    w_out[i] = static_cast<T>(wi - scaled_lr(lr, lr_scale) * m_hat / (sqrt(v_hat) + eps));
   }
 };
 

@@ -22,9 +22,8 @@ Result<void> check_call(const KernelCall& call) {
   if (static_cast<int>(call.op) >= kNumOps)
     return fail("reference backend: op id {} is out of range", static_cast<int>(call.op));
   const OpDef& d = op_def(call.op);
-  size_t n = d.inputs.size();
-  if (d.variadic ? call.inputs.size() < n : call.inputs.size() != n)
-    return fail("{} takes {}{} inputs, the call has {}", d.name, d.variadic ? "at least " : "", n, call.inputs.size());
+  if (!accepts_input_count(d, call.inputs.size()))
+    return fail("{} takes {} inputs, the call has {}", d.name, input_count_text(d), call.inputs.size());
   if (call.outputs.size() != d.outputs.size())
     return fail("{} has {} outputs, the call has {}", d.name, d.outputs.size(), call.outputs.size());
   auto check_refs = [&](std::span<const TensorRef> refs, std::string_view kind) -> Result<void> {

@@ -1,7 +1,8 @@
 // Reference optimizer updates with torch.optim semantics, in place (each output may be the very buffer of the
 // input it replaces, per the KernelCall contract; every element's inputs are read before its outputs are
 // written, so aliased and separate output buffers give the same result). Weight decay is L2 in the gradient:
-// d = g + wd*w. Each element is computed in double from its operands and rounded once per stored value.
+// d = g + wd*w. Each element is computed in double from its operands and rounded once per stored value. With
+// the optional last input lr_scale, lr below is the attribute times lr_scale's value (the product in double).
 //   sgd:      w -= lr*d
 //   momentum: v = momentum*v + d; w -= lr*(nesterov ? d + momentum*v : v)
 //   adam:     t += 1; m = b1*m + (1-b1)*d; v = b2*v + (1-b2)*d^2; w -= lr*(m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)
@@ -16,17 +17,28 @@ namespace lms::reference {
 
 namespace {
 
-// Fails unless inputs `same` all have w's (input 0's) type.
+// Fails unless inputs `same` all have w's (input 0's) type, and an lr_scale given is a float scalar.
 Result<void> like_w(const Args& a, std::initializer_list<size_t> same) {
   for (size_t i : same)
     if (a.in(i) != a.in(0))
       return fail("{} {} is {} but w is {}", a.name(), a.def.inputs[i], to_string(a.in(i)), to_string(a.in(0)));
+  if (a.num_inputs() == a.def.inputs.size()) {
+    const TensorType& scale = a.in_types.back();
+    if (scale.num_elements() != 1 || !is_float(scale.dtype))
+      return fail("{} lr_scale must be a float scalar, got {}", a.name(), to_string(scale));
+  }
   return {};
+}
+
+// The step's learning rate: attribute lr, times the optional last input lr_scale.
+Acc learning_rate(const Args& a) {
+  const Acc lr = a.c.f("lr");
+  return a.num_inputs() == a.def.inputs.size() ? lr * load_float(a.call.inputs.back(), 0) : lr;
 }
 
 template <class T>
 Result<void> sgd_loops(const Args& a) {
-  const Acc lr = a.c.f("lr"), wd = a.c.f("weight_decay");
+  const Acc lr = learning_rate(a), wd = a.c.f("weight_decay");
   const T *w = a.in_data<T>(0), *g = a.in_data<T>(1);
   T* w_out = a.out_data<T>(0);
   for (int64_t i = 0; i < a.in(0).num_elements(); ++i) {
@@ -39,7 +51,7 @@ Result<void> sgd_loops(const Args& a) {
 
 template <class T>
 Result<void> momentum_loops(const Args& a) {
-  const Acc lr = a.c.f("lr"), momentum = a.c.f("momentum"), wd = a.c.f("weight_decay");
+  const Acc lr = learning_rate(a), momentum = a.c.f("momentum"), wd = a.c.f("weight_decay");
   const bool nesterov = a.c.b("nesterov");
   const T *w = a.in_data<T>(0), *v = a.in_data<T>(1), *g = a.in_data<T>(2);
   T *w_out = a.out_data<T>(0), *v_out = a.out_data<T>(1);
@@ -57,7 +69,7 @@ Result<void> momentum_loops(const Args& a) {
 
 template <class T>
 Result<void> adam_loops(const Args& a) {
-  const Acc lr = a.c.f("lr"), b1 = a.c.f("beta1"), b2 = a.c.f("beta2"), eps = a.c.f("eps"),
+  const Acc lr = learning_rate(a), b1 = a.c.f("beta1"), b2 = a.c.f("beta2"), eps = a.c.f("eps"),
             wd = a.c.f("weight_decay");
   const T *w = a.in_data<T>(0), *m = a.in_data<T>(1), *v = a.in_data<T>(2), *g = a.in_data<T>(4);
   T *w_out = a.out_data<T>(0), *m_out = a.out_data<T>(1), *v_out = a.out_data<T>(2);
