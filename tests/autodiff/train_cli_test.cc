@@ -66,7 +66,7 @@ TEST(TrainFlags, BadFlagsGiveOneErrorLine) {
     const char* needle;
   };
   for (const Bad& b : {Bad{"model mlp --lr 0.1", "need --train"},
-                       Bad{"model mlp --train rmsprop", "--train must be sgd, momentum or adam, got 'rmsprop'"},
+                       Bad{"model mlp --train rmsprop", "--train must be sgd, momentum, adam or adamw, got 'rmsprop'"},
                        Bad{"model mlp --train adam --momentum 0.5", "--momentum applies to --train momentum"},
                        Bad{"model mlp --train sgd --lr -1", "'lr' = -1 must be >= 0"},
                        Bad{"stats --model mlp --train sgd --weight-decay -2", "'weight-decay' = -2 must be >= 0"},

@@ -118,8 +118,21 @@ TEST(Training, MomentumAndAdamState) {
   EXPECT_EQ(a.value(*a.find_value("b.t")).type, (TensorType{DType::f32, {}}));
   EXPECT_EQ(ua.attrs.get_float("lr", 0), kDefaultAdamLr);
   for (const char* s : {"b.m", "b.v", "b.t"}) EXPECT_EQ(producer(a, s).attrs.get_string("init", ""), "zeros") << s;
+  EXPECT_FALSE(ua.attrs.has("decoupled_weight_decay"));
+  EXPECT_EQ(ua.attrs.get_float("weight_decay", -1), 0);
   expect_readers_before_updates(a);
   EXPECT_TRUE(verify(a).has_value());
+
+  // AdamW: Adam's state and op, the decay decoupled, torch.optim.AdamW's default decay 0.01 unless given.
+  Graph w = train(parse(kTiny), with(OptimizerKind::adamw));
+  const Node& uw = producer(w, "b.new");
+  EXPECT_EQ(uw.op, Op::adam_update);
+  EXPECT_TRUE(uw.attrs.get_bool("decoupled_weight_decay", false));
+  EXPECT_EQ(uw.attrs.get_float("weight_decay", -1), kDefaultAdamwWeightDecay);
+  EXPECT_EQ(uw.attrs.get_float("lr", 0), kDefaultAdamLr);
+  TrainingOptions no_decay = with(OptimizerKind::adamw);
+  no_decay.optimizer.weight_decay = 0;
+  EXPECT_EQ(producer(train(parse(kTiny), no_decay), "b.new").attrs.get_float("weight_decay", -1), 0);
 }
 
 // With lr_scale, one f32[] input %lr_scale is every update's last input; the graph prints and parses back.

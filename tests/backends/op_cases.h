@@ -226,6 +226,8 @@ inline const std::vector<OpCase> kCases = {
     // t in [3, 4): the fourth or fifth step.
     {"adam_update", Op::adam_update, {{5, 7}, {5, 7}, Pos({5, 7}), In({}, DType::f32, 3, 4), {5, 7}},
      A({{"lr", F(0.01)}, {"weight_decay", F(0.01)}})},
+    {"adamw_update", Op::adam_update, {{5, 7}, {5, 7}, Pos({5, 7}), In({}, DType::f32, 3, 4), {5, 7}},
+     A({{"lr", F(0.01)}, {"weight_decay", F(0.1)}, {"decoupled_weight_decay", B(true)}})},
     // With a learning-rate scale (an input read at run time): lr x lr_scale.
     {"sgd_update_scaled", Op::sgd_update, {{5, 7}, {5, 7}, In({}, DType::f32, 0.2, 0.9)}, A({{"lr", F(0.1)}})},
     {"momentum_nesterov_scaled", Op::momentum_update, {{33}, {33}, {33}, In({}, DType::f32, 0.2, 0.9)},
@@ -233,6 +235,9 @@ inline const std::vector<OpCase> kCases = {
     {"adam_update_scaled", Op::adam_update,
      {{5, 7}, {5, 7}, Pos({5, 7}), In({}, DType::f32, 3, 4), {5, 7}, In({}, DType::f32, 0.2, 0.9)},
      A({{"lr", F(0.01)}, {"weight_decay", F(0.01)}})},
+    {"adamw_update_scaled", Op::adam_update,
+     {{5, 7}, {5, 7}, Pos({5, 7}), In({}, DType::f32, 3, 4), {5, 7}, In({}, DType::f32, 0.2, 0.9)},
+     A({{"lr", F(0.01)}, {"weight_decay", F(0.1)}, {"decoupled_weight_decay", B(true)}})},
     {"bn_running_update", Op::bn_running_update, {{6}, Pos({6}), {6}, Pos({6})}, A({{"count", I(20)}})},
 };
 

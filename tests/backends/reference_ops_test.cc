@@ -271,6 +271,12 @@ TEST(ReferenceOps, OptimizerUpdates) {
   EXPECT_TRUE(near((*ad)[1], {0.05}, 1e-15));
   EXPECT_TRUE(near((*ad)[2], {0.00025}, 1e-15));
   EXPECT_TRUE(near((*ad)[3], {1}, 0));
+  // AdamW (decoupled, wd 0.1): no decay in the gradient, so the same moments; w = 1*(1 - 0.1*0.1) - the same step.
+  auto adw = run(Op::adam_update, {f64({1}, {1}), f64({1}, {0}), f64({1}, {0}), f32({}, {0}), f64({1}, {0.5})},
+                 A({{"lr", F(0.1)}, {"weight_decay", F(0.1)}, {"decoupled_weight_decay", B(true)}}));
+  ASSERT_TRUE(adw) << adw.error().str();
+  EXPECT_TRUE(near((*adw)[0], {0.99 - 0.05 / (0.5 + 1e-8)}, 1e-14));
+  EXPECT_TRUE(near((*adw)[1], {0.05}, 1e-15));
 }
 
 // With the optional lr_scale input, an update steps with lr x lr_scale: the same bits as lr = that product.

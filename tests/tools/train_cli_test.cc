@@ -186,6 +186,21 @@ TEST(TrainCommand, LearningRateSchedules) {
   expect_one_error_line(lms("model mlp --lr-schedule cosine"), "need --train", "forward graph");
 }
 
+// --optimizer adamw: Adam's update with the decay decoupled, torch's default decay 0.01 unless given.
+TEST(TrainCommand, AdamW) {
+  CmdResult graph = lms("model mlp --hidden 16 --batch 8 --train adamw");
+  ASSERT_EQ(graph.status, 0) << graph.err;
+  EXPECT_NE(graph.out.find("{lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1e-08, weight_decay = 0.01, "
+                           "decoupled_weight_decay = true}"),
+            std::string::npos)
+      << graph.out;
+  nlohmann::json j = parse_json(lms(std::string(kSmall) + " --steps 3 --optimizer adamw --weight-decay 0.1 --json"));
+  nlohmann::json adam = parse_json(lms(std::string(kSmall) + " --steps 3 --optimizer adam --weight-decay 0.1 --json"));
+  ASSERT_EQ(j["losses"].size(), 3u);
+  EXPECT_EQ(j["losses"][0], adam["losses"][0]) << "the same start";
+  EXPECT_NE(j["losses"][2], adam["losses"][2]) << "another decay";
+}
+
 TEST(TrainCommand, SaveAndLoadCheckpoints) {
   fs::path first = temp_dir() / "first.npz";
   ASSERT_EQ(lms(std::string(kSmall) + " --steps 2 --seed 1 --json --save " + first.string()).status, 0);

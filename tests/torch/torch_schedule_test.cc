@@ -1,5 +1,5 @@
-// Learning-rate schedules against PyTorch: an MLP trained ten steps by torch.optim (Adam, momentum SGD, SGD) with
-// torch.optim.lr_scheduler's LinearLR warm-up, CosineAnnealingLR, StepLR and LinearLR decay
+// Learning-rate schedules and AdamW against PyTorch: an MLP trained ten steps by torch.optim (Adam, AdamW, momentum
+// SGD, SGD) with torch.optim.lr_scheduler's LinearLR warm-up, CosineAnnealingLR, StepLR and LinearLR decay
 // (tests/fixtures/make_schedule_fixture.py wrote torch_lr_schedule.npz; CI has no PyTorch and reads the committed
 // file). LMS trains the same f64 model from the same parameters on the same batch with the matching
 // --lr-schedule flags on the reference backend: every step's learning rate, every loss and the final parameters
@@ -42,6 +42,10 @@ std::vector<ScheduledRun> runs() {
   adam.schedule.decay = LrDecay::cosine;
   adam.schedule.warmup_steps = 3;
   adam.schedule.min_lr = 0.005;
+  ScheduledRun adamw = adam;
+  adamw.name = "adamw_cosine";
+  adamw.optimizer.kind = OptimizerKind::adamw;
+  adamw.optimizer.weight_decay = 0.1;
   ScheduledRun momentum{"momentum_step", {}, {}};
   momentum.optimizer.kind = OptimizerKind::momentum;
   momentum.optimizer.lr = 0.1;
@@ -55,7 +59,7 @@ std::vector<ScheduledRun> runs() {
   sgd.optimizer.lr = 0.2;
   sgd.schedule.decay = LrDecay::linear;
   sgd.schedule.min_lr = 0.02;
-  return {adam, momentum, sgd};
+  return {adam, adamw, momentum, sgd};
 }
 
 ::testing::AssertionResult close(double got, double want, double rel, const std::string& what) {

@@ -53,7 +53,7 @@ struct TrainCmd {
   int64_t save_every = 0;  // 0: only at the end
   std::string trace;  // empty: no trace
   bool json = false;
-  CLI::Option *steps_opt = nullptr, *epochs_opt = nullptr, *lr_opt = nullptr;
+  CLI::Option *steps_opt = nullptr, *epochs_opt = nullptr, *lr_opt = nullptr, *weight_decay_opt = nullptr;
 };
 
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -99,11 +99,11 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   if (c.steps_opt->count() > 0) o.steps = c.steps;
   if (c.epochs_opt->count() > 0) o.epochs = c.epochs;
   auto kind = parse_optimizer(c.optimizer);
-  if (!kind) return fail("unknown optimizer '{}' (optimizers: sgd, momentum, adam)", c.optimizer);
+  if (!kind) return fail("unknown optimizer '{}' (optimizers: sgd, momentum, adam, adamw)", c.optimizer);
   o.training.optimizer.kind = *kind;
   if (c.lr_opt->count() > 0) o.training.optimizer.lr = c.lr;
   o.training.optimizer.momentum = c.momentum;
-  o.training.optimizer.weight_decay = c.weight_decay;
+  if (c.weight_decay_opt->count() > 0) o.training.optimizer.weight_decay = c.weight_decay;
   o.training.optimizer.nesterov = c.nesterov;
   o.lr_schedule = LMS_TRY(resolve_lr_schedule(c.lr_schedule, effective_lr(o.training.optimizer)));
   o.training.argmax_pool = !c.no_argmax_pool;
@@ -346,11 +346,14 @@ void add_train_command(CLI::App& root, int& exit_code) {
       ->capture_default_str();
   sub->add_option("--data-dir", c->data_dir, "Directory of the Fashion-MNIST IDX files")->capture_default_str();
   sub->add_option("--seed", c->seed, "Seed of the initial values and the data order")->capture_default_str();
-  sub->add_option("--optimizer", c->optimizer, "sgd, momentum or adam")->capture_default_str();
-  c->lr_opt = sub->add_option("--lr", c->lr, "Learning rate (default 0.01; adam 0.001)");
+  sub->add_option("--optimizer", c->optimizer, "sgd, momentum, adam or adamw (decoupled weight decay)")
+      ->capture_default_str();
+  c->lr_opt = sub->add_option("--lr", c->lr, "Learning rate (default 0.01; adam and adamw 0.001)");
   sub->add_option("--momentum", c->momentum, "Momentum factor (momentum optimizer)")->capture_default_str();
   sub->add_flag("--nesterov", c->nesterov, "Nesterov momentum (momentum optimizer)");
-  sub->add_option("--weight-decay", c->weight_decay, "L2 penalty added to the gradient")->capture_default_str();
+  c->weight_decay_opt = sub->add_option(
+      "--weight-decay", c->weight_decay,
+      "L2 penalty added to the gradient; adamw: the parameter's decay, w *= 1 - lr*wd (default 0; adamw 0.01)");
   sub->add_flag("--no-argmax-pool", c->no_argmax_pool, kNoArgmaxPoolHelp);
   add_lr_schedule_options(sub, c->lr_schedule);
   add_chunk_options(sub, c->loss_chunks, c->attention_chunks);

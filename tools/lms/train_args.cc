@@ -8,14 +8,15 @@ namespace lms::cli {
 void add_train_options(CLI::App* app, TrainArgs& a) {
   // --optimizer as `lms train` spells it, so that a plan and the run it predicts take the same flags.
   app->add_option("--train,--optimizer", a.optimizer,
-                  "Build the training graph with this optimizer: sgd, momentum or adam (default: momentum for "
+                  "Build the training graph with this optimizer: sgd, momentum, adam or adamw (default: momentum for "
                   "--model, the forward graph of a FILE)");
   app->add_option_function<double>("--lr", [&a](const double& v) { a.lr = v; },
-                                    "--train: learning rate (default 0.01; 0.001 for adam)");
+                                    "--train: learning rate (default 0.01; 0.001 for adam and adamw)");
   app->add_option_function<double>("--momentum", [&a](const double& v) { a.momentum = v; },
                                     "--train momentum: momentum factor (default 0.9)");
-  app->add_option_function<double>("--weight-decay", [&a](const double& v) { a.weight_decay = v; },
-                                    "--train: L2 penalty added to the gradient (default 0)");
+  app->add_option_function<double>(
+      "--weight-decay", [&a](const double& v) { a.weight_decay = v; },
+      "--train: L2 penalty added to the gradient; adamw: the parameter's decay (default 0; 0.01 for adamw)");
   app->add_flag("--no-argmax-pool", a.no_argmax_pool, kNoArgmaxPoolHelp);
   add_chunk_options(app, a.loss_chunks, a.attention_chunks);
   add_lr_schedule_options(app, a.lr_schedule);
@@ -75,11 +76,11 @@ Result<std::optional<TrainingOptions>> resolve_train(const TrainArgs& a) {
     if (a.lr || a.momentum || a.weight_decay || a.no_argmax_pool || a.loss_chunks != 1 || a.attention_chunks != 1 ||
         any_given(a.lr_schedule))
       return fail("--lr, --momentum, --weight-decay, --no-argmax-pool, --loss-chunks, --attention-chunks and the "
-                  "learning-rate schedule's flags need --train sgd|momentum|adam");
+                  "learning-rate schedule's flags need --train sgd|momentum|adam|adamw");
     return std::optional<TrainingOptions>{};
   }
   auto kind = parse_optimizer(a.optimizer);
-  if (!kind) return fail("--train must be sgd, momentum or adam, got '{}'", a.optimizer);
+  if (!kind) return fail("--train must be sgd, momentum, adam or adamw, got '{}'", a.optimizer);
   TrainingOptions t;
   t.optimizer.kind = *kind;
   t.optimizer.lr = a.lr;

@@ -32,7 +32,7 @@ void add_lr_schedule_options(CLI::App* app, LrScheduleArgs& args);
 Result<LrSchedule> resolve_lr_schedule(const LrScheduleArgs& args, double lr);
 
 struct TrainArgs {
-  std::string optimizer;              // --train sgd|momentum|adam; empty: keep the forward graph
+  std::string optimizer;              // --train sgd|momentum|adam|adamw; empty: keep the forward graph
   std::optional<double> lr;           // --lr (default: the optimizer's, optimizer.h)
   std::optional<double> momentum;     // --momentum (momentum only)
   std::optional<double> weight_decay;  // --weight-decay

@@ -20,7 +20,7 @@ namespace lms {
 
 namespace {
 
-constexpr std::array<std::string_view, 3> kOptimizerNames = {"sgd", "momentum", "adam"};
+constexpr std::array<std::string_view, 4> kOptimizerNames = {"sgd", "momentum", "adam", "adamw"};
 
 // The updated values are named after what they overwrite: "<param>.new", "<param>.momentum.new", ...
 std::vector<std::string> new_names(const Graph& g, std::span<const ValueId> overwritten) {
@@ -50,6 +50,7 @@ Result<void> add_update(Graph& g, ValueId p, ValueId grad, ValueId lr_scale, con
       a.set("nesterov", o.nesterov);
       break;
     case OptimizerKind::adam:
+    case OptimizerKind::adamw:
       op = Op::adam_update;
       inputs.push_back(b.state(type, name + ".m", "zeros"));
       inputs.push_back(b.state(type, name + ".v", "zeros"));
@@ -59,7 +60,8 @@ Result<void> add_update(Graph& g, ValueId p, ValueId grad, ValueId lr_scale, con
       a.set("eps", o.eps);
       break;
   }
-  a.set("weight_decay", o.weight_decay);
+  a.set("weight_decay", effective_weight_decay(o));
+  if (o.kind == OptimizerKind::adamw) a.set("decoupled_weight_decay", true);
   if (!b.ok()) return std::unexpected(*b.error());
   std::vector<std::string> names = new_names(g, inputs);
   inputs.push_back(grad);
@@ -122,7 +124,12 @@ std::optional<OptimizerKind> parse_optimizer(std::string_view name) {
 }
 
 double effective_lr(const OptimizerOptions& o) {
-  return o.lr.value_or(o.kind == OptimizerKind::adam ? kDefaultAdamLr : kDefaultLr);
+  const bool adam = o.kind == OptimizerKind::adam || o.kind == OptimizerKind::adamw;
+  return o.lr.value_or(adam ? kDefaultAdamLr : kDefaultLr);
+}
+
+double effective_weight_decay(const OptimizerOptions& o) {
+  return o.weight_decay.value_or(o.kind == OptimizerKind::adamw ? kDefaultAdamwWeightDecay : 0);
 }
 
 Result<void> check_optimizer_options(const OptimizerOptions& o) {
@@ -136,7 +143,7 @@ Result<void> check_optimizer_options(const OptimizerOptions& o) {
   };
   LMS_TRY_VOID(nonnegative("lr", effective_lr(o)));
   LMS_TRY_VOID(nonnegative("momentum", o.momentum));
-  LMS_TRY_VOID(nonnegative("weight-decay", o.weight_decay));
+  LMS_TRY_VOID(nonnegative("weight-decay", effective_weight_decay(o)));
   LMS_TRY_VOID(nonnegative("eps", o.eps));
   LMS_TRY_VOID(decay("beta1", o.beta1));
   LMS_TRY_VOID(decay("beta2", o.beta2));
@@ -188,10 +195,11 @@ Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& 
 std::vector<AttrSpec> training_option_specs() {
   const OptimizerOptions d;
   return {
-      {"optimizer", AttrKind::String, Attribute{std::string(optimizer_name(d.kind))}, "sgd, momentum or adam"},
-      {"lr", AttrKind::Float, Attribute{kDefaultLr}, "learning rate (default 0.01; 0.001 for adam)"},
+      {"optimizer", AttrKind::String, Attribute{std::string(optimizer_name(d.kind))}, "sgd, momentum, adam or adamw"},
+      {"lr", AttrKind::Float, Attribute{kDefaultLr}, "learning rate (default 0.01; 0.001 for adam and adamw)"},
       {"momentum", AttrKind::Float, Attribute{d.momentum}, "momentum factor (momentum only)"},
-      {"weight_decay", AttrKind::Float, Attribute{d.weight_decay}, "L2 penalty added to the gradient"},
+      {"weight_decay", AttrKind::Float, Attribute{0.0},
+       "L2 penalty added to the gradient; adamw: the decay of the parameter (default 0; 0.01 for adamw)"},
       {"nesterov", AttrKind::Bool, Attribute{d.nesterov}, "Nesterov momentum (momentum only)"},
       {"beta1", AttrKind::Float, Attribute{d.beta1}, "Adam's first-moment decay"},
       {"beta2", AttrKind::Float, Attribute{d.beta2}, "Adam's second-moment decay"},
@@ -213,11 +221,11 @@ Result<TrainingOptions> training_options_from(const Attributes& a) {
   OptimizerOptions& o = t.optimizer;
   std::string kind = a.get_string("optimizer", std::string(optimizer_name(o.kind)));
   auto k = parse_optimizer(kind);
-  if (!k) return fail("unknown optimizer '{}' (optimizers: sgd, momentum, adam)", kind);
+  if (!k) return fail("unknown optimizer '{}' (optimizers: sgd, momentum, adam, adamw)", kind);
   o.kind = *k;
   if (a.has("lr")) o.lr = a.get_float("lr", kDefaultLr);
   o.momentum = a.get_float("momentum", o.momentum);
-  o.weight_decay = a.get_float("weight_decay", o.weight_decay);
+  if (a.has("weight_decay")) o.weight_decay = a.get_float("weight_decay", 0);
   o.nesterov = a.get_bool("nesterov", o.nesterov);
   o.beta1 = a.get_float("beta1", o.beta1);
   o.beta2 = a.get_float("beta2", o.beta2);

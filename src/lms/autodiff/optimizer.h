@@ -17,16 +17,18 @@
 
 namespace lms {
 
-enum class OptimizerKind : uint8_t { sgd, momentum, adam };
-std::string_view optimizer_name(OptimizerKind k);                   // "sgd", "momentum", "adam"
+enum class OptimizerKind : uint8_t { sgd, momentum, adam, adamw };
+std::string_view optimizer_name(OptimizerKind k);                   // "sgd", "momentum", "adam", "adamw"
 std::optional<OptimizerKind> parse_optimizer(std::string_view name);  // inverse of optimizer_name
 
-// torch.optim semantics (docs/ops.md, "Optimizer updates"); weight decay is L2 added to the gradient.
+// torch.optim semantics (docs/ops.md, "Optimizer updates"); weight decay is L2 added to the gradient, but for
+// adamw, which decays the parameter itself (torch.optim.AdamW).
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::momentum;  // the update op: sgd_update, momentum_update or adam_update
-  std::optional<double> lr;   // learning rate, >= 0; unset: kDefaultLr, or kDefaultAdamLr for adam
+                                                 // (adamw: adam_update with decoupled_weight_decay)
+  std::optional<double> lr;   // learning rate, >= 0; unset: kDefaultLr, or kDefaultAdamLr for adam and adamw
   double momentum = 0.9;      // momentum factor, >= 0 (momentum only)
-  double weight_decay = 0;    // L2 penalty added to the gradient, >= 0 (all kinds)
+  std::optional<double> weight_decay;  // >= 0; unset: 0, or kDefaultAdamwWeightDecay for adamw
   bool nesterov = false;      // Nesterov momentum; needs momentum > 0 (momentum only)
   double beta1 = 0.9;         // Adam's first-moment decay, in [0, 1)
   double beta2 = 0.999;       // Adam's second-moment decay, in [0, 1)
@@ -42,6 +44,9 @@ inline constexpr const char* kLrScaleName = "lr_scale";
 inline constexpr double kDefaultLr = 0.01;
 inline constexpr double kDefaultAdamLr = 0.001;
 double effective_lr(const OptimizerOptions& o);
+// torch.optim.AdamW's default weight decay (the other optimizers default to none).
+inline constexpr double kDefaultAdamwWeightDecay = 0.01;
+double effective_weight_decay(const OptimizerOptions& o);
 
 struct TrainingOptions {
   OptimizerOptions optimizer;     // how parameters are updated
@@ -58,10 +63,10 @@ Result<void> check_optimizer_options(const OptimizerOptions& o);
 
 // Builds the training graph of `forward` (whose single output is the scalar loss): the forward nodes (kept,
 // categories fwd), the gradients of every floating-point `param` (bwd), then per parameter with a gradient an
-// update node (upd) with its zero-initialized state values ("<param>.momentum"; Adam's "<param>.m", "<param>.v",
-// "<param>.t") and, with `lr_scale`, the input %lr_scale, ordered after every other reader of the parameter; and
-// per batch_norm "<bn>.running_mean"
-// (zeros), "<bn>.running_var" (ones) and a bn_running_update (upd). Parameters the loss does not depend on get
+// update node (upd) with its zero-initialized state values ("<param>.momentum"; Adam's and AdamW's "<param>.m",
+// "<param>.v", "<param>.t") and, with `lr_scale`, the input %lr_scale, ordered after every other reader of the
+// parameter; and per batch_norm "<bn>.running_mean" (zeros), "<bn>.running_var" (ones) and a bn_running_update
+// (upd). Parameters the loss does not depend on get
 // no update. With `argmax_pool`, a relu followed by a max pooling keeps the pooling's argmax positions for the
 // backward pass instead of the relu's output (passes/argmax_pool.h); with `loss_chunks` > 1 the loss is first
 // split into blocks of rows (passes/chunk_loss.h), and with `attention_chunks` > 1 every attention core into blocks

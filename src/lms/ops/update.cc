@@ -3,9 +3,10 @@
 // and rng_advance (key), which moves a dropout key (an i64[] state) to the next step's masks. Each update may take
 // one more input, lr_scale (f32[]): the step then uses the learning rate lr x lr_scale (the product in double),
 // so that a schedule changes it every step without a new graph (runtime/lr_schedule.h).
-// Weight decay is L2 added to the gradient (g + wd*w), as torch.optim.SGD and torch.optim.Adam do, not
-// AdamW's decoupled decay. These are the IR's only mutations: each output aliases the input it overwrites
-// (`OpDef::aliases`), and the ops are side-effecting, so they run although nothing reads their outputs.
+// Weight decay is L2 added to the gradient (g + wd*w), as torch.optim.SGD and torch.optim.Adam do; adam_update
+// with decoupled_weight_decay decays the parameter instead, w *= 1 - lr*wd, as torch.optim.AdamW does. These are
+// the IR's only mutations: each output aliases the input it overwrites (`OpDef::aliases`), and the ops are
+// side-effecting, so they run although nothing reads their outputs.
 #include <fmt/format.h>
 
 #include "lms/ops/op_table.h"
@@ -19,8 +20,8 @@ namespace {
 constexpr double kSgdFlopsPerElement = 4;
 // momentum: d = g + wd*w (2), v = momentum*v + d (2), w -= lr*v (2), or for Nesterov d + momentum*v first (2).
 constexpr double kMomentumFlopsPerElement = 8;
-// adam: d = g + wd*w (2), m = b1*m + (1-b1)*d (3), v = b2*v + (1-b2)*d*d (4), bias-corrected m and v (2),
-// sqrt (1), + eps (1), divide (1), w -= lr*... (2).
+// adam: d = g + wd*w (2; AdamW's w*(1 - lr*wd) the same), m = b1*m + (1-b1)*d (3), v = b2*v + (1-b2)*d*d (4),
+// bias-corrected m and v (2), sqrt (1), + eps (1), divide (1), w -= lr*... (2).
 constexpr double kAdamFlopsPerElement = 16;
 
 // Fails unless float attribute `name` is >= 0 (torch.optim's check for learning rates, decays, eps).
@@ -149,13 +150,16 @@ void define_update_ops(OpTable& t) {
   {
     OpDef& d = optimizer_update(t.define(Op::adam_update), {"w", "m", "v", "t", "g"},
                                 {"w_new", "m_new", "v_new", "t_new"}, {0, 1, 2, 3},
-                                "Adam (torch.optim.Adam, L2 in the gradient); t counts steps and is incremented");
+                                "Adam (torch.optim.Adam, L2 in the gradient; AdamW with decoupled_weight_decay); t "
+                                "counts steps and is incremented");
     d.attrs = {
         lr_spec(),
         {"beta1", AttrKind::Float, Attribute{0.9}, "decay of the first moment m, in [0, 1)"},
         {"beta2", AttrKind::Float, Attribute{0.999}, "decay of the second moment v, in [0, 1)"},
         {"eps", AttrKind::Float, Attribute{1e-8}, "added to sqrt(v_hat) in the denominator, >= 0"},
         weight_decay_spec(),
+        {"decoupled_weight_decay", AttrKind::Bool, Attribute{false},
+         "AdamW: w *= 1 - lr*wd before the step, instead of wd*w added to the gradient"},
     };
     d.shape = adam_shape;
     d.cost = update_cost<kAdamFlopsPerElement>;

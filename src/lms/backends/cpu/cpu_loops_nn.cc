@@ -174,10 +174,10 @@ const float* lr_scale_of(const KernelCall& call, size_t num_inputs) {
   return call.inputs.size() > num_inputs ? in_f32(call, num_inputs) : nullptr;
 }
 
-// The step's learning rate: lr times lr_scale's value at run time (in double, as the reference), rounded to f32.
-float step_lr(double lr, const float* scale) {
-  return static_cast<float>(scale ? lr * static_cast<double>(*scale) : lr);
-}
+// The step's learning rate: lr times lr_scale's value at run time (in double, as the reference); and rounded to
+// f32 for the loops.
+double step_rate(double lr, const float* scale) { return scale ? lr * static_cast<double>(*scale) : lr; }
+float step_lr(double lr, const float* scale) { return static_cast<float>(step_rate(lr, scale)); }
 
 Result<KernelPtr> sgd(DnnlContext& ctx, const KernelCall& call) {
   if (!update_types(call, 2, 1, {1})) return KernelPtr();
@@ -228,6 +228,7 @@ Result<KernelPtr> adam(DnnlContext& ctx, const KernelCall& call) {
   if (!update_types(call, 5, 4, {1, 2, 4}) || *call.inputs[3].type != TensorType{DType::f32, {}}) return KernelPtr();
   const double lr = number(call, "lr"), b1 = number(call, "beta1"), b2 = number(call, "beta2");
   const auto eps = static_cast<float>(number(call, "eps")), wd = static_cast<float>(number(call, "weight_decay"));
+  const bool decoupled = call.attrs->get_bool("decoupled_weight_decay", false);
   const float *w = in_f32(call, 0), *m = in_f32(call, 1), *v = in_f32(call, 2), *t = in_f32(call, 3),
               *g = in_f32(call, 4), *scale = lr_scale_of(call, 5);
   float *w_out = out_f32(call, 0), *m_out = out_f32(call, 1), *v_out = out_f32(call, 2), *t_out = out_f32(call, 3);
@@ -240,14 +241,17 @@ Result<KernelPtr> adam(DnnlContext& ctx, const KernelCall& call) {
     const auto fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
     const auto one_b1 = static_cast<float>(1 - b1), one_b2 = static_cast<float>(1 - b2);
     const auto inv_c1 = static_cast<float>(1 / c1), inv_c2 = static_cast<float>(1 / c2);
-    const float flr = step_lr(lr, scale);
+    const double rate = step_rate(lr, scale);
+    const auto flr = static_cast<float>(rate);
+    // Adam: wd*w in the gradient; AdamW: the step starts from w*(1 - lr*wd) instead.
+    const float l2 = decoupled ? 0.0f : wd, keep = decoupled ? static_cast<float>(1 - rate * wd) : 1.0f;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
     for (int64_t i = 0; i < n; ++i) {
-      const float d = g[i] + wd * w[i];
+      const float d = g[i] + l2 * w[i];
       const float mi = fb1 * m[i] + one_b1 * d, vi = fb2 * v[i] + one_b2 * d * d;
       m_out[i] = mi;
       v_out[i] = vi;
-      w_out[i] = w[i] - flr * (mi * inv_c1) / (std::sqrt(vi * inv_c2) + eps);
+      w_out[i] = keep * w[i] - flr * (mi * inv_c1) / (std::sqrt(vi * inv_c2) + eps);
     }
     return {};
   });

@@ -180,7 +180,7 @@ Result<OwnKernel> adam_update(const Args& a, const Launcher& l) {
   const Scalar scale = LMS_TRY(lr_scale_of(a));
   return for_float(a, a.in(0).dtype, [&]<class T>() -> Result<OwnKernel> {
     AdamUpdate<T> update{in<T>(a, 0), in<T>(a, 1), in<T>(a, 2), in<T>(a, 4), t, out<T>(a, 0), out<T>(a, 1),
-                         out<T>(a, 2), lr, b1, b2, eps, wd, scale};
+                         out<T>(a, 2), lr, b1, b2, eps, wd, scale, a.c.b("decoupled_weight_decay")};
     return sequence({step(l, update, elements(a.in(0))), step(l, AdamStep{t, t_out}, 1)});
   });
 }

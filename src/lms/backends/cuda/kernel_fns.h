@@ -744,17 +744,20 @@ struct AdamUpdate {
   T *w_out, *m_out, *v_out;
   double lr, b1, b2, eps, wd;
   Scalar lr_scale;
+  bool decoupled;  // AdamW: d = g, and the step starts from w*(1 - lr*wd)
   LMS_HD void operator()(int64_t i) const {
     const double step = static_cast<double>(static_cast<float>(t.load() + 1));  // the counter is f32, rounded
     const double c1 = 1 - pow(b1, step), c2 = 1 - pow(b2, step);
+    const double rate = scaled_lr(lr, lr_scale);
     const double wi = static_cast<double>(w[i]);
-    const double d = static_cast<double>(g[i]) + wd * wi;
+    const double d = decoupled ? static_cast<double>(g[i]) : static_cast<double>(g[i]) + wd * wi;
+    const double decayed = decoupled ? wi * (1 - rate * wd) : wi;
     const T mi = static_cast<T>(b1 * static_cast<double>(m[i]) + (1 - b1) * d);
     const T vi = static_cast<T>(b2 * static_cast<double>(v[i]) + (1 - b2) * d * d);
     const double m_hat = static_cast<double>(mi) / c1, v_hat = static_cast<double>(vi) / c2;
     m_out[i] = mi;
     v_out[i] = vi;
-    w_out[i] = static_cast<T>(wi - scaled_lr(lr, lr_scale) * m_hat / (sqrt(v_hat) + eps));
+    w_out[i] = static_cast<T>(decayed - rate * m_hat / (sqrt(v_hat) + eps));
   }
 };
 

@@ -6,6 +6,7 @@
 //   sgd:      w -= lr*d
 //   momentum: v = momentum*v + d; w -= lr*(nesterov ? d + momentum*v : v)
 //   adam:     t += 1; m = b1*m + (1-b1)*d; v = b2*v + (1-b2)*d^2; w -= lr*(m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)
+//             (AdamW, decoupled_weight_decay: d = g, and the step starts from w*(1 - lr*wd) instead of w)
 // And rng_advance: a dropout key += 1, wrapping as unsigned 64-bit arithmetic does.
 #include <cmath>
 
@@ -71,6 +72,7 @@ template <class T>
 Result<void> adam_loops(const Args& a) {
   const Acc lr = learning_rate(a), b1 = a.c.f("beta1"), b2 = a.c.f("beta2"), eps = a.c.f("eps"),
             wd = a.c.f("weight_decay");
+  const bool decoupled = a.c.b("decoupled_weight_decay");
   const T *w = a.in_data<T>(0), *m = a.in_data<T>(1), *v = a.in_data<T>(2), *g = a.in_data<T>(4);
   T *w_out = a.out_data<T>(0), *m_out = a.out_data<T>(1), *v_out = a.out_data<T>(2);
   // The step counter is f32[]: stored rounded, and the bias corrections use the stored value.
@@ -79,13 +81,14 @@ Result<void> adam_loops(const Args& a) {
   const Acc correction1 = 1 - std::pow(b1, static_cast<Acc>(t)), correction2 = 1 - std::pow(b2, static_cast<Acc>(t));
   for (int64_t i = 0; i < a.in(0).num_elements(); ++i) {
     const Acc wi = w[i];
-    const Acc d = static_cast<Acc>(g[i]) + wd * wi;
+    const Acc d = decoupled ? static_cast<Acc>(g[i]) : static_cast<Acc>(g[i]) + wd * wi;
+    const Acc decayed = decoupled ? wi * (1 - lr * wd) : wi;
     const T mi = static_cast<T>(b1 * static_cast<Acc>(m[i]) + (1 - b1) * d);
     const T vi = static_cast<T>(b2 * static_cast<Acc>(v[i]) + (1 - b2) * d * d);
     const Acc m_hat = static_cast<Acc>(mi) / correction1, v_hat = static_cast<Acc>(vi) / correction2;
     m_out[i] = mi;
     v_out[i] = vi;
-    w_out[i] = static_cast<T>(wi - lr * m_hat / (std::sqrt(v_hat) + eps));
+    w_out[i] = static_cast<T>(decayed - lr * m_hat / (std::sqrt(v_hat) + eps));
   }
   return {};
 }
