@@ -166,6 +166,38 @@ TEST(Training, LearningRateScaleInput) {
       << g.error().str();
 }
 
+// With clip_grad_norm, the updates read the clipped gradients, min(1, max / (norm + 1e-6)) times the gradients,
+// and the norm is the second output.
+TEST(Training, GradientClipping) {
+  TrainingOptions o = with(OptimizerKind::sgd);
+  o.clip_grad_norm = 2.5;
+  Graph g = train(parse(kTiny), o);
+  ASSERT_TRUE(verify(g).has_value());
+  ASSERT_EQ(g.outputs().size(), 2u);
+  EXPECT_EQ(g.value(g.outputs()[1]).name, kGradNormName);
+  EXPECT_EQ(producer(g, kGradNormName).op, Op::sqrt);
+  for (const char* p : {"w", "b"}) {
+    const Node& update = producer(g, std::string(p) + ".new");
+    EXPECT_EQ(g.value(update.inputs[1]).name, std::string(p) + ".grad.clipped");
+    const Node& clip = producer(g, std::string(p) + ".grad.clipped");
+    EXPECT_EQ(clip.op, Op::mul);
+    EXPECT_EQ(g.value(clip.inputs[1]).name, "grad_norm.clip");
+  }
+  EXPECT_EQ(producer(g, "grad_norm.coef").attrs.get_float("factor", 0), 2.5);
+  EXPECT_EQ(producer(g, "grad_norm.clip").attrs.get_float("max", 0), 1.0);
+  // The norm sums both gradients' squares.
+  EXPECT_EQ(producer(g, "grad_norm.sumsq").op, Op::add);
+  const std::string text = print_graph(g);
+  auto back = parse_graph(text);
+  ASSERT_TRUE(back.has_value()) << back.error().str();
+  EXPECT_EQ(print_graph(*back), text);
+
+  o.clip_grad_norm = -1;
+  auto bad = build_training_graph(parse(kTiny), o);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().str().find("--clip-grad-norm must be > 0 (0: off), got -1"), std::string::npos);
+}
+
 TEST(Training, BackwardReadersOfAParameterComeFirst) {
   // w1 is read by the forward matmul and by the backward matmul that computes h1's gradient.
   Graph g = train(parse(R"(graph two {

@@ -2,7 +2,8 @@
 // ends within its warm-up) and the checks of a schedule; and in training, on every backend of the build, that each
 // step trains at its scheduled rate: a scheduled run ends with the losses and values, bit for bit, of a chain of
 // one-step runs each given that step's rate as its constant learning rate. A scheduled run resumed from a
-// checkpoint goes on along the same curve, and swapping under a budget does not change what it computes.
+// checkpoint goes on along the same curve, and swapping under a budget does not change what it computes (nor what
+// gradient clipping does).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -183,11 +184,13 @@ TEST(LrScheduleTraining, ResumingGoesOnAlongTheSameCurve) {
   expect_same_values(a->values, c->values, "2 + 3 resumed vs 5");
 }
 
+// With a schedule and gradient clipping (which keeps every gradient until the norm is known).
 TEST(LrScheduleTraining, SwapsAndRecomputationAreBitIdentical) {
   const Graph gpt = runtime_test::small_gpt(/*dropout=*/0.1);
   for (const std::string& device : training_devices()) {
     TrainOptions o = options(device, 3);
     o.lr_schedule = cosine_with_warmup();
+    o.training.clip_grad_norm = 0.5;
     auto base = train(gpt, o);
     ASSERT_TRUE(base.has_value()) << base.error().str();
     TrainOptions swapped = o;
@@ -199,6 +202,8 @@ TEST(LrScheduleTraining, SwapsAndRecomputationAreBitIdentical) {
     ASSERT_TRUE(s.has_value()) << s.error().str();
     EXPECT_GT(s->swapped_tensors, 0) << device;
     EXPECT_EQ(s->losses, base->losses) << device << " tflms";
+    ASSERT_EQ(base->grad_norms.size(), 3u);
+    EXPECT_EQ(s->grad_norms, base->grad_norms) << device << " tflms";
     expect_same_values(base->values, s->values, device + " tflms");
     TrainOptions automatic = o;
     automatic.strategy = Strategy::automatic;
@@ -208,6 +213,7 @@ TEST(LrScheduleTraining, SwapsAndRecomputationAreBitIdentical) {
     ASSERT_TRUE(r.has_value()) << r.error().str();
     EXPECT_TRUE(r->lms_needed) << device;
     EXPECT_EQ(r->losses, base->losses) << device << " auto, took " << r->auto_source;
+    EXPECT_EQ(r->grad_norms, base->grad_norms) << device << " auto";
     expect_same_values(base->values, r->values, device + " auto");
   }
 }

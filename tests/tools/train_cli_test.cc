@@ -201,6 +201,25 @@ TEST(TrainCommand, AdamW) {
   EXPECT_NE(j["losses"][2], adam["losses"][2]) << "another decay";
 }
 
+// --clip-grad-norm: the norms in the JSON and the summary; the plan of the same flags is the run's (clipping
+// keeps every gradient until the norm is known, which the plan must count).
+TEST(TrainCommand, GradientClipping) {
+  const std::string run = std::string(kSmall) + " --steps 4 --optimizer adamw --clip-grad-norm 0.5";
+  nlohmann::json j = parse_json(lms(run + " --json"));
+  ASSERT_EQ(j["grad_norms"].size(), 4u) << j.dump();
+  for (const auto& n : j["grad_norms"]) EXPECT_GT(n.get<double>(), 0);
+  EXPECT_FALSE(parse_json(lms(std::string(kSmall) + " --steps 1 --json")).contains("grad_norms"));
+  CmdResult text = lms(run);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("  gradient norm  "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("; clipped to 0.5 in "), std::string::npos) << text.out;
+  nlohmann::json plan = parse_json(lms("plan --model mlp --hidden 16 --batch 8 --device reference --budget 1GiB "
+                                       "--optimizer adamw --clip-grad-norm 0.5 --json"));
+  EXPECT_EQ(plan["peak_bytes"], j["planned_peak_bytes"]);
+  expect_one_error_line(lms(std::string(kSmall) + " --clip-grad-norm -1"), "--clip-grad-norm must be > 0",
+                        "negative");
+}
+
 TEST(TrainCommand, SaveAndLoadCheckpoints) {
   fs::path first = temp_dir() / "first.npz";
   ASSERT_EQ(lms(std::string(kSmall) + " --steps 2 --seed 1 --json --save " + first.string()).status, 0);

@@ -1,9 +1,10 @@
-// Learning-rate schedules and AdamW against PyTorch: an MLP trained ten steps by torch.optim (Adam, AdamW, momentum
-// SGD, SGD) with torch.optim.lr_scheduler's LinearLR warm-up, CosineAnnealingLR, StepLR and LinearLR decay
+// Learning-rate schedules, AdamW and gradient clipping against PyTorch: an MLP trained ten steps by torch.optim (Adam,
+// AdamW, momentum SGD, SGD) with torch.optim.lr_scheduler's LinearLR warm-up, CosineAnnealingLR, StepLR and LinearLR
+// decay, and once with torch.nn.utils.clip_grad_norm_
 // (tests/fixtures/make_schedule_fixture.py wrote torch_lr_schedule.npz; CI has no PyTorch and reads the committed
 // file). LMS trains the same f64 model from the same parameters on the same batch with the matching
-// --lr-schedule flags on the reference backend: every step's learning rate, every loss and the final parameters
-// agree. The rates LMS trains with are lr x an f32 lr_scale (relative error <= 2^-24, lr_schedule.h), which bounds
+// --lr-schedule flags on the reference backend: every step's learning rate, every loss (and gradient norm) and
+// the final parameters agree. The rates LMS trains with are lr x an f32 lr_scale (relative error <= 2^-24, lr_schedule.h), which bounds
 // the agreement: 1e-7 relative for the rates, 1e-6 for losses and parameters after ten steps.
 #include <gtest/gtest.h>
 
@@ -32,6 +33,7 @@ struct ScheduledRun {
   const char* name;
   OptimizerOptions optimizer;
   LrSchedule schedule;
+  double clip_grad_norm = 0;
 };
 
 std::vector<ScheduledRun> runs() {
@@ -46,6 +48,9 @@ std::vector<ScheduledRun> runs() {
   adamw.name = "adamw_cosine";
   adamw.optimizer.kind = OptimizerKind::adamw;
   adamw.optimizer.weight_decay = 0.1;
+  ScheduledRun clipped = adamw;
+  clipped.name = "adamw_clip";
+  clipped.clip_grad_norm = 0.5;
   ScheduledRun momentum{"momentum_step", {}, {}};
   momentum.optimizer.kind = OptimizerKind::momentum;
   momentum.optimizer.lr = 0.1;
@@ -59,7 +64,7 @@ std::vector<ScheduledRun> runs() {
   sgd.optimizer.lr = 0.2;
   sgd.schedule.decay = LrDecay::linear;
   sgd.schedule.min_lr = 0.02;
-  return {adam, adamw, momentum, sgd};
+  return {adam, adamw, clipped, momentum, sgd};
 }
 
 ::testing::AssertionResult close(double got, double want, double rel, const std::string& what) {
@@ -92,6 +97,7 @@ TEST(TorchScheduleFixture, SchedulesMatchPyTorchsSchedulers) {
     TrainOptions o;
     o.training.optimizer = run.optimizer;
     o.lr_schedule = run.schedule;
+    o.training.clip_grad_norm = run.clip_grad_norm;
     o.steps = kSteps;
     o.data.kind = "npz";
     o.data.file = data.string();
@@ -105,7 +111,12 @@ TEST(TorchScheduleFixture, SchedulesMatchPyTorchsSchedulers) {
       const std::string at = std::string(run.name) + " step " + std::to_string(s);
       EXPECT_TRUE(close(r->learning_rates[s], lrs.get(s), 1e-7, at + " learning rate"));
       EXPECT_TRUE(close(r->losses[s], losses.get(s), 1e-6, at + " loss"));
+      if (run.clip_grad_norm > 0) {
+        const HostTensor& norms = f.at(std::string(run.name) + "/grad_norms");
+        EXPECT_TRUE(close(r->grad_norms.at(s), norms.get(s), 1e-6, at + " gradient norm"));
+      }
     }
+    EXPECT_EQ(r->grad_norms.empty(), run.clip_grad_norm == 0) << run.name;
     for (const char* p : kParams) {
       const HostTensor& want = f.at(std::string(run.name) + "/" + p);
       const HostTensor& got = r->values.at(p);

@@ -7,6 +7,7 @@
 // --save writes the checkpoint with its steps record, --save-every N also every N steps (through a temporary
 // file), and --load of such a checkpoint resumes the data order after its steps (docs/checkpoints.md).
 // --lr-schedule and its flags (train_args.h) give each step its learning rate (docs/cli.md).
+#include <algorithm>
 #include <csignal>
 #include <cmath>
 #include <filesystem>
@@ -48,6 +49,7 @@ struct TrainCmd {
   bool nesterov = false;
   bool no_argmax_pool = false;
   int64_t loss_chunks = 1, attention_chunks = 1;
+  double clip_grad_norm = 0;  // 0: off
   LrScheduleArgs lr_schedule;
   std::string save, load;
   int64_t save_every = 0;  // 0: only at the end
@@ -109,6 +111,7 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   o.training.argmax_pool = !c.no_argmax_pool;
   o.training.loss_chunks = c.loss_chunks;
   o.training.attention_chunks = c.attention_chunks;
+  o.training.clip_grad_norm = c.clip_grad_norm;
   // `--data FILE.npz` names the user's own arrays.
   const bool npz_file = c.data.ends_with(".npz");
   o.data.kind = npz_file ? "npz" : c.data;
@@ -128,6 +131,7 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
   nlohmann::ordered_json j;
   j["losses"] = r.losses;
   j["learning_rates"] = r.learning_rates;
+  if (!r.grad_norms.empty()) j["grad_norms"] = r.grad_norms;
   j["peak_device_bytes"] = r.peak_device_bytes;
   j["planned_peak_bytes"] = r.planned_peak_bytes;
   j["budget_bytes"] = r.budget_bytes == kUnlimitedBytes ? nlohmann::ordered_json() : nlohmann::ordered_json(r.budget_bytes);
@@ -173,6 +177,12 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
                c.lr_schedule.schedule,
                c.lr_schedule.warmup_steps > 0 ? fmt::format(", {} warm-up steps", c.lr_schedule.warmup_steps)
                                               : std::string());
+  if (!r.grad_norms.empty()) {
+    const auto clipped = std::ranges::count_if(r.grad_norms, [&](double n) { return n > c.clip_grad_norm; });
+    fmt::print("  gradient norm  {:.4g} -> {:.4g}, median {:.4g}; clipped to {} in {} of {} steps\n",
+               r.grad_norms.front(), r.grad_norms.back(), median(r.grad_norms), c.clip_grad_norm, clipped,
+               r.grad_norms.size());
+  }
   fmt::print("  planned peak   {} (budget {}; liveness lower bound {}; minimum budget {})\n",
              format_size(r.planned_peak_bytes), r.budget_bytes == kUnlimitedBytes ? "unlimited" : format_size(r.budget_bytes),
              format_size(r.lower_bound_bytes), format_size(r.min_budget_bytes));
@@ -356,6 +366,7 @@ void add_train_command(CLI::App& root, int& exit_code) {
       "L2 penalty added to the gradient; adamw: the parameter's decay, w *= 1 - lr*wd (default 0; adamw 0.01)");
   sub->add_flag("--no-argmax-pool", c->no_argmax_pool, kNoArgmaxPoolHelp);
   add_lr_schedule_options(sub, c->lr_schedule);
+  sub->add_option("--clip-grad-norm", c->clip_grad_norm, kClipGradNormHelp);
   add_chunk_options(sub, c->loss_chunks, c->attention_chunks);
   sub->add_option("--save", c->save, "Write the trained parameters and state to this .npz file");
   sub->add_option("--save-every", c->save_every, "With --save: also write it every N steps (each replacing the last)");

@@ -20,6 +20,7 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
   app->add_flag("--no-argmax-pool", a.no_argmax_pool, kNoArgmaxPoolHelp);
   add_chunk_options(app, a.loss_chunks, a.attention_chunks);
   add_lr_schedule_options(app, a.lr_schedule);
+  app->add_option("--clip-grad-norm", a.clip_grad_norm, kClipGradNormHelp);
 }
 
 void add_lr_schedule_options(CLI::App* app, LrScheduleArgs& a) {
@@ -74,9 +75,9 @@ bool any_given(const LrScheduleArgs& a) {
 Result<std::optional<TrainingOptions>> resolve_train(const TrainArgs& a) {
   if (a.optimizer.empty()) {
     if (a.lr || a.momentum || a.weight_decay || a.no_argmax_pool || a.loss_chunks != 1 || a.attention_chunks != 1 ||
-        any_given(a.lr_schedule))
-      return fail("--lr, --momentum, --weight-decay, --no-argmax-pool, --loss-chunks, --attention-chunks and the "
-                  "learning-rate schedule's flags need --train sgd|momentum|adam|adamw");
+        any_given(a.lr_schedule) || a.clip_grad_norm != 0)
+      return fail("--lr, --momentum, --weight-decay, --no-argmax-pool, --loss-chunks, --attention-chunks, "
+                  "--clip-grad-norm and the learning-rate schedule's flags need --train sgd|momentum|adam|adamw");
     return std::optional<TrainingOptions>{};
   }
   auto kind = parse_optimizer(a.optimizer);
@@ -93,6 +94,7 @@ Result<std::optional<TrainingOptions>> resolve_train(const TrainArgs& a) {
   t.argmax_pool = !a.no_argmax_pool;
   t.loss_chunks = a.loss_chunks;
   t.attention_chunks = a.attention_chunks;
+  t.clip_grad_norm = a.clip_grad_norm;
   if (auto ok = check_optimizer_options(t.optimizer); !ok) return std::unexpected(ok.error());
   // Only whether the rate changes shapes the graph; the schedule is checked as `lms train` would check it.
   t.optimizer.lr_scale = is_scheduled(LMS_TRY(resolve_lr_schedule(a.lr_schedule, effective_lr(t.optimizer))));

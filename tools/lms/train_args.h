@@ -40,6 +40,7 @@ struct TrainArgs {
   int64_t loss_chunks = 1;            // --loss-chunks: TrainingOptions::loss_chunks
   int64_t attention_chunks = 1;       // --attention-chunks: TrainingOptions::attention_chunks
   LrScheduleArgs lr_schedule;         // a schedule gives the training graph its %lr_scale input
+  double clip_grad_norm = 0;          // --clip-grad-norm: TrainingOptions::clip_grad_norm
 };
 
 // The help of --no-argmax-pool (also a flag of `lms train`).
@@ -59,6 +60,11 @@ inline constexpr const char* kAttentionChunksHelp =
     "one block per matrix, blocks of each matrix's query rows), each block's scores and probabilities tensors of "
     "their own that auto can remake in the backward pass (the chunk-attention pass; the same ops on the same rows; "
     "default 1: off)";
+
+// The help of --clip-grad-norm (also a flag of `lms train`).
+inline constexpr const char* kClipGradNormHelp =
+    "Scale all gradients by min(1, X / their 2-norm) before the updates, as torch.nn.utils.clip_grad_norm_ (every "
+    "gradient then lives until the last is computed: more memory; default 0: off)";
 
 void add_train_options(CLI::App* app, TrainArgs& args);
 // --loss-chunks and --attention-chunks (also flags of `lms train`), each in [1, 2^20].

@@ -97,6 +97,36 @@ Result<void> add_running_update(Graph& g, NodeId bn) {
   return {};
 }
 
+// Scales every valid gradient of `grads` by min(1, max_norm / (norm + kClipEps)), norm = sqrt of the sum over the
+// gradients, in order, of the sum of their squares (category bwd), replacing each by its "<grad>.clipped"; returns
+// the norm. The gradients must share one dtype (the norm's).
+Result<ValueId> clip_gradients(Graph& g, std::vector<ValueId>& grads, double max_norm) {
+  Builder b(g);
+  b.set_category(Category::bwd);
+  ValueId total;
+  for (ValueId grad : grads) {
+    if (!grad.valid()) continue;
+    const std::string name = g.value(grad).name;
+    if (total.valid() && g.value(grad).type.dtype != g.value(total).type.dtype)
+      return fail("gradient clipping needs gradients of one dtype: %{} is {}, the first was {}", name,
+                  dtype_name(g.value(grad).type.dtype), dtype_name(g.value(total).type.dtype));
+    ValueId squares = b.op(Op::reduce_sum, {b.op(Op::mul, {grad, grad}, {}, name + ".squared")}, {}, name + ".sumsq");
+    total = total.valid() ? b.op(Op::add, {total, squares}, {}, std::string(kGradNormName) + ".sumsq") : squares;
+  }
+  if (!total.valid()) return fail("gradient clipping: no parameter has a gradient");
+  const TensorType scalar = g.value(total).type;
+  const std::string name = kGradNormName;
+  ValueId norm = b.op(Op::sqrt, {total}, {}, name);
+  ValueId eps = b.add(Op::constant, {}, attrs({{"value", kClipEps}}), name + ".eps", {scalar}).at(0);
+  ValueId inverse = b.op(Op::reciprocal, {b.op(Op::add, {norm, eps}, {}, name + ".plus_eps")}, {}, name + ".inverse");
+  ValueId coef = b.op(Op::scale, {inverse}, attrs({{"factor", max_norm}}), name + ".coef");
+  ValueId clamped = b.op(Op::clamp, {coef}, attrs({{"max", 1.0}}), name + ".clip");
+  for (ValueId& grad : grads)
+    if (grad.valid()) grad = b.op(Op::mul, {grad, clamped}, {}, g.value(grad).name + ".clipped");
+  if (!b.ok()) return std::unexpected(*b.error());
+  return norm;
+}
+
 // Adds "<key>.new" = rng_advance(key) for dropout key `key`, after every node that reads the key (the forward
 // dropouts and their backward twins), so that every one of them sees this step's value.
 Result<void> add_rng_advance(Graph& g, ValueId key) {
@@ -154,6 +184,7 @@ Result<void> check_optimizer_options(const OptimizerOptions& o) {
 
 Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& opts) {
   LMS_TRY_VOID(check_optimizer_options(opts.optimizer));
+  if (!(opts.clip_grad_norm >= 0)) return fail("--clip-grad-norm must be > 0 (0: off), got {}", opts.clip_grad_norm);
   Graph g = forward;
   if (auto r = chunk_loss(g, opts.loss_chunks); !r) return wrap("loss chunks", r.error());
   if (auto r = chunk_attention(g, opts.attention_chunks); !r) return wrap("attention chunks", r.error());
@@ -166,6 +197,8 @@ Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& 
     if (node.op == Op::batch_norm) batch_norms.push_back(n);
   }
   std::vector<ValueId> grads = LMS_TRY(append_gradients(g, params));
+  std::vector<ValueId> outputs = {loss};
+  if (opts.clip_grad_norm > 0) outputs.push_back(LMS_TRY(clip_gradients(g, grads, opts.clip_grad_norm)));
   ValueId lr_scale;
   if (opts.optimizer.lr_scale) {
     if (g.find_value(kLrScaleName))
@@ -186,7 +219,7 @@ Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& 
     if (g.node(n).op == Op::dropout && std::ranges::find(keys, g.node(n).inputs[1]) == keys.end())
       keys.push_back(g.node(n).inputs[1]);
   for (ValueId key : keys) LMS_TRY_VOID(add_rng_advance(g, key));
-  g.set_outputs({loss});
+  g.set_outputs(outputs);
   if (opts.argmax_pool) LMS_TRY(use_pool_argmax(g));  // renumbers nodes and values
   if (auto v = verify(g); !v) return wrap("training graph: internal: it does not verify", v.error());
   return g;
@@ -213,6 +246,8 @@ std::vector<AttrSpec> training_option_specs() {
        "compute the loss over this many blocks of its logits' rows (chunk-loss pass; not bit-identical)"},
       {"attention_chunks", AttrKind::Int, Attribute{int64_t{1}},
        "compute every attention core over this many blocks of its attention matrices (chunk-attention pass)"},
+      {"clip_grad_norm", AttrKind::Float, Attribute{0.0},
+       "> 0: scale the gradients by min(1, this / their 2-norm) before the updates (0: off)"},
   };
 }
 
@@ -235,6 +270,7 @@ Result<TrainingOptions> training_options_from(const Attributes& a) {
   t.argmax_pool = a.get_bool("argmax_pool", t.argmax_pool);
   t.loss_chunks = a.get_int("loss_chunks", t.loss_chunks);
   t.attention_chunks = a.get_int("attention_chunks", t.attention_chunks);
+  t.clip_grad_norm = a.get_float("clip_grad_norm", t.clip_grad_norm);
   LMS_TRY_VOID(check_optimizer_options(o));
   return t;
 }

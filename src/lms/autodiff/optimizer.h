@@ -56,7 +56,15 @@ struct TrainingOptions {
                                   // less memory with recomputation, not bit-identical to 1
   int64_t attention_chunks = 1;   // > 1: every attention core over this many blocks of its attention matrices
                                   // (passes/chunk_attention.h); less memory with recomputation
+  double clip_grad_norm = 0;      // > 0: every gradient scaled by min(1, this / (norm + kClipEps)), norm the 2-norm
+                                  // of all of them, before the updates (torch.nn.utils.clip_grad_norm_); the norm
+                                  // becomes the graph's second output. Every gradient then lives until all are done
 };
+
+// The term torch.nn.utils.clip_grad_norm_ adds to the norm before dividing by it.
+inline constexpr double kClipEps = 1e-6;
+// The name of the gradients' norm output (TrainingOptions::clip_grad_norm).
+inline constexpr const char* kGradNormName = "grad_norm";
 
 // Checks the options' ranges; errors name the option as the command line spells it ("lr", "weight-decay").
 Result<void> check_optimizer_options(const OptimizerOptions& o);
@@ -70,12 +78,13 @@ Result<void> check_optimizer_options(const OptimizerOptions& o);
 // no update. With `argmax_pool`, a relu followed by a max pooling keeps the pooling's argmax positions for the
 // backward pass instead of the relu's output (passes/argmax_pool.h); with `loss_chunks` > 1 the loss is first
 // split into blocks of rows (passes/chunk_loss.h), and with `attention_chunks` > 1 every attention core into blocks
-// of its attention matrices (passes/chunk_attention.h). The outputs are [loss]. The result verifies.
+// of its attention matrices (passes/chunk_attention.h). With `clip_grad_norm`, the updates read the clipped
+// gradients "<param>.grad.clipped". The outputs are [loss], or [loss, grad_norm] when clipping. The result verifies.
 Result<Graph> build_training_graph(const Graph& forward, const TrainingOptions& opts);
 
 // The `train` pass's options (docs/autodiff.md): optimizer, lr, momentum, weight_decay, nesterov, beta1, beta2,
-// eps, lr_scale, bn_running_stats, argmax_pool, loss_chunks, attention_chunks; and reading them (normalized) back
-// into TrainingOptions.
+// eps, lr_scale, bn_running_stats, argmax_pool, loss_chunks, attention_chunks, clip_grad_norm; and reading them
+// (normalized) back into TrainingOptions.
 std::vector<AttrSpec> training_option_specs();
 Result<TrainingOptions> training_options_from(const Attributes& options);
 

@@ -246,6 +246,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
       if (trace) trace->set_step(step);
       StepResult r = LMS_TRY(ex.step(std::span(feeds, lr_scale.valid() ? 3 : 2), trace));
       rep.losses.push_back(r.outputs.front().get(0));
+      if (opts.training.clip_grad_norm > 0) rep.grad_norms.push_back(r.outputs.at(1).get(0));
       rep.step_seconds.push_back(r.seconds);
       feed_seconds.push_back(r.feed_seconds);
       rep.peak_device_bytes = std::max(rep.peak_device_bytes, r.touched_bytes);

@@ -100,6 +100,8 @@ struct TrainReport {
   std::vector<double> losses;              // one per step
   std::vector<double> learning_rates;      // the rate each step trained with: lr x the fed f32 lr_scale
   bool lr_scheduled = false;               // the rate changed over the steps (a schedule, lr_schedule.h)
+  std::vector<double> grad_norms;          // with gradient clipping: the gradients' 2-norm of each step, before
+                                           // clipping (TrainingOptions::clip_grad_norm)
   std::vector<double> step_seconds;        // executor step times (feeding to synchronize), one per step
   double feed_seconds_median = 0;          // of a step, the median time writing the batch into the arena
   bool batch_pinned = false;               // both batch buffers were page-locked (Backend::pin_host_memory)
