@@ -84,25 +84,36 @@ TEST(Resume, AFailingCheckpointStopsTraining) {
   EXPECT_NE(negative.error().str().find("--save-every must be >= 1"), std::string::npos);
 }
 
-TEST(Resume, TheStepsRecord) {
+TEST(Resume, TheCheckpointRecord) {
   Values v;
   v["w"] = HostTensor({DType::f32, {2}});
-  auto none = take_checkpoint_steps(v, "c.npz");
+  auto none = take_checkpoint_record(v, "c.npz");
   ASSERT_TRUE(none.has_value());
-  EXPECT_EQ(*none, 0) << "a checkpoint made by hand starts at step 0";
-  put_checkpoint_steps(v, 1234);
-  ASSERT_TRUE(v.contains(kCheckpointStepsKey));
-  auto steps = take_checkpoint_steps(v, "c.npz");
-  ASSERT_TRUE(steps.has_value());
-  EXPECT_EQ(*steps, 1234);
-  EXPECT_FALSE(v.contains(kCheckpointStepsKey)) << "taken out, so that loading checks only the graph's values";
+  EXPECT_EQ(none->steps, 0) << "a checkpoint made by hand starts at step 0";
+  EXPECT_FALSE(none->batch || none->seed);
+  put_checkpoint_record(v, {1234, 32, 7});
+  for (const char* key : {kCheckpointStepsKey, kCheckpointBatchKey, kCheckpointSeedKey}) EXPECT_TRUE(v.contains(key));
+  auto record = take_checkpoint_record(v, "c.npz");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->steps, 1234);
+  EXPECT_EQ(record->batch, 32);
+  EXPECT_EQ(record->seed, 7);
+  EXPECT_EQ(v.size(), 1u) << "taken out, so that loading checks only the graph's values";
+  put_checkpoint_record(v, {5, {}, {}});
+  EXPECT_FALSE(v.contains(kCheckpointBatchKey)) << "only what is known";
   v[kCheckpointStepsKey] = HostTensor({DType::f32, {}});
-  auto bad = take_checkpoint_steps(v, "c.npz");
+  auto bad = take_checkpoint_record(v, "c.npz");
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().str().find("c.npz: member 'lms.steps' must be a non-negative i64 scalar"), std::string::npos)
       << bad.error().str();
-  put_checkpoint_steps(v, -1);
-  EXPECT_FALSE(take_checkpoint_steps(v, "c.npz").has_value());
+  put_checkpoint_record(v, {-1, {}, {}});
+  EXPECT_FALSE(take_checkpoint_record(v, "c.npz").has_value());
+  put_checkpoint_record(v, {1, -3, {}});
+  auto bad_batch = take_checkpoint_record(v, "c.npz");
+  ASSERT_FALSE(bad_batch.has_value());
+  EXPECT_NE(bad_batch.error().str().find("member 'lms.batch' must be a non-negative i64 scalar (the batch), got -3"),
+            std::string::npos)
+      << bad_batch.error().str();
 }
 
 }  // namespace

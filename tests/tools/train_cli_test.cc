@@ -262,6 +262,16 @@ TEST(TrainCommand, ResumesWhereTheCheckpointStopped) {
   CmdResult resumed = lms(plain + " --steps 1 --load " + rest.string());
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("1 steps (0.5 epochs) after the checkpoint's 5"), std::string::npos) << resumed.out;
+  EXPECT_TRUE(resumed.err.empty()) << resumed.err;
+  // The checkpoint records its batch and seed: resuming with others trains, and says the order does not go on.
+  CmdResult other = lms("train --model mlp --hidden 16 --batch 2 --device reference --data " + data +
+                        " --steps 1 --seed 9 --load " + rest.string());
+  ASSERT_EQ(other.status, 0) << other.err;
+  EXPECT_NE(other.err.find("lms: warning: " + rest.string() + ": the checkpoint was trained with batch 4, this run has "
+                           "batch 2: the data order does not go on where it stopped\n"),
+            std::string::npos)
+      << other.err;
+  EXPECT_NE(other.err.find("with seed 0, this run has seed 9"), std::string::npos) << other.err;
   // Paths that cannot be written or read: refused before training (a directory, a missing directory).
   const std::string dir = temp_dir().string();
   expect_one_error_line(lms(plain + " --steps 1 --save " + dir), "is a directory, not a file", "save to a directory");

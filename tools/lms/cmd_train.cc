@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -222,10 +223,11 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
   if (!c.trace.empty()) fmt::print("  trace          {}\n", c.trace);
 }
 
-// Writes a checkpoint with its steps record (trainer.h), through a temporary file renamed over `path`, so that a
-// run stopped while writing leaves the previous checkpoint whole.
-Result<void> save_checkpoint(const std::string& path, std::map<std::string, HostTensor> values, int64_t steps) {
-  put_checkpoint_steps(values, steps);
+// Writes a checkpoint with its record (trainer.h), through a temporary file renamed over `path`, so that a run
+// stopped while writing leaves the previous checkpoint whole.
+Result<void> save_checkpoint(const std::string& path, std::map<std::string, HostTensor> values,
+                             const CheckpointRecord& record) {
+  put_checkpoint_record(values, record);
   const std::string partial = path + ".partial";
   LMS_TRY_VOID(write_npz(partial, values));
   std::error_code ec;
@@ -247,6 +249,15 @@ Result<void> check_save_path(const std::string& path) {
   return {};
 }
 
+// The checkpoint record of this run after `steps` steps: the batch (the leading dim of the input %x the data feed)
+// and the seed of the data order (a seed of 2^63 or more is not recorded: the record holds i64s).
+CheckpointRecord record_of(const TrainCmd& c, const Graph& forward, int64_t steps) {
+  CheckpointRecord r{steps, {}, {}};
+  if (auto x = forward.find_value("x"); x && forward.value(*x).type.rank() > 0) r.batch = forward.value(*x).type.shape[0];
+  if (c.seed <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) r.seed = static_cast<int64_t>(c.seed);
+  return r;
+}
+
 int run(const TrainCmd& c) {
   auto opts = options_from(c);
   if (!opts) return report(opts.error());
@@ -257,13 +268,17 @@ int run(const TrainCmd& c) {
   if (!forward) return report(forward.error());
   if (!weights.empty()) opts->given_values = &weights;
   std::map<std::string, HostTensor> checkpoint;
+  CheckpointRecord loaded_record;
   if (!c.load.empty()) {
     auto values = read_npz(c.load);
     if (!values) return report(values.error());
     checkpoint = std::move(*values);
-    auto steps = take_checkpoint_steps(checkpoint, c.load);
-    if (!steps) return report(steps.error());
-    opts->first_step = *steps;
+    auto record = take_checkpoint_record(checkpoint, c.load);
+    if (!record) return report(record.error());
+    loaded_record = *record;
+    opts->resumed = &loaded_record;
+    opts->first_step = record->steps;
+    opts->on_warning = [&c](const std::string& line) { fmt::print(stderr, "lms: warning: {}: {}\n", c.load, line); };
     opts->initial_values = &checkpoint;
   }
   std::optional<TraceWriter> trace;
@@ -297,7 +312,7 @@ int run(const TrainCmd& c) {
       std::fflush(stdout);
     };
   opts->on_checkpoint = [&](std::map<std::string, HostTensor> values, int64_t steps) -> Result<void> {
-    LMS_TRY_VOID(save_checkpoint(c.save, std::move(values), steps));
+    LMS_TRY_VOID(save_checkpoint(c.save, std::move(values), record_of(c, *forward, steps)));
     if (!c.json) {
       fmt::print("{}saved {} after step {}\n", tty ? "\r\x1b[K" : "", c.save, steps);
       std::fflush(stdout);
@@ -324,7 +339,9 @@ int run(const TrainCmd& c) {
   }
 
   if (!c.save.empty()) {
-    if (auto w = save_checkpoint(c.save, std::move(result->values), result->first_step + result->steps); !w)
+    if (auto w = save_checkpoint(c.save, std::move(result->values),
+                                 record_of(c, *forward, result->first_step + result->steps));
+        !w)
       return report(w.error());
   }
   if (c.json) {

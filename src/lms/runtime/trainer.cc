@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -67,22 +68,34 @@ Result<std::pair<double, int64_t>> evaluate(const Graph& forward, const TrainOpt
 
 }  // namespace
 
-Result<int64_t> take_checkpoint_steps(std::map<std::string, HostTensor>& values, const std::string& where) {
-  auto it = values.find(kCheckpointStepsKey);
-  if (it == values.end()) return int64_t{0};
-  const HostTensor& t = it->second;
-  if (t.type != TensorType{DType::i64, {}} || t.as<int64_t>()[0] < 0)
-    return fail_at(where, "member '{}' must be a non-negative i64 scalar (the steps trained), got {}",
-                   kCheckpointStepsKey, to_string(t.type));
-  const int64_t steps = t.as<int64_t>()[0];
-  values.erase(it);
-  return steps;
+Result<CheckpointRecord> take_checkpoint_record(std::map<std::string, HostTensor>& values, const std::string& where) {
+  auto take = [&](const char* key, const char* what) -> Result<std::optional<int64_t>> {
+    auto it = values.find(key);
+    if (it == values.end()) return std::optional<int64_t>{};
+    const HostTensor& t = it->second;
+    if (t.type != TensorType{DType::i64, {}} || t.as<int64_t>()[0] < 0)
+      return fail_at(where, "member '{}' must be a non-negative i64 scalar ({}), got {}", key, what,
+                     t.type == TensorType{DType::i64, {}} ? std::to_string(t.as<int64_t>()[0]) : to_string(t.type));
+    const int64_t v = t.as<int64_t>()[0];
+    values.erase(it);
+    return std::optional<int64_t>{v};
+  };
+  CheckpointRecord r;
+  r.steps = LMS_TRY(take(kCheckpointStepsKey, "the steps trained")).value_or(0);
+  r.batch = LMS_TRY(take(kCheckpointBatchKey, "the batch"));
+  r.seed = LMS_TRY(take(kCheckpointSeedKey, "the seed of the data order"));
+  return r;
 }
 
-void put_checkpoint_steps(std::map<std::string, HostTensor>& values, int64_t steps) {
-  HostTensor t({DType::i64, {}});
-  t.as<int64_t>()[0] = steps;
-  values.insert_or_assign(kCheckpointStepsKey, std::move(t));
+void put_checkpoint_record(std::map<std::string, HostTensor>& values, const CheckpointRecord& record) {
+  auto put = [&](const char* key, int64_t v) {
+    HostTensor t({DType::i64, {}});
+    t.as<int64_t>()[0] = v;
+    values.insert_or_assign(key, std::move(t));
+  };
+  put(kCheckpointStepsKey, record.steps);
+  if (record.batch) put(kCheckpointBatchKey, *record.batch);
+  if (record.seed) put(kCheckpointSeedKey, *record.seed);
 }
 
 double median(std::vector<double> v) {
@@ -177,6 +190,16 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   rep.persistent_bytes = memory.persistent_bytes;
   // Bad input is refused before anything is printed or allocated.
   if (opts.initial_values) LMS_TRY_VOID(check_checkpoint(program, *opts.initial_values));
+  if (opts.resumed && opts.on_warning) {
+    auto differs = [&](const char* what, const std::optional<int64_t>& was, int64_t now) {
+      if (was && *was != now)
+        opts.on_warning(fmt::format("the checkpoint was trained with {} {}, this run has {} {}: the data order does "
+                                    "not go on where it stopped", what, *was, what, now));
+    };
+    differs("batch", opts.resumed->batch, rep.batch);
+    if (opts.seed <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      differs("seed", opts.resumed->seed, static_cast<int64_t>(opts.seed));
+  }
   if (opts.on_start_up) {
     const std::string source = data->kind() == "npz" ? "npz " + opts.data.file : std::string(data->kind());
     const std::string resuming =

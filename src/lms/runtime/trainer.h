@@ -25,6 +25,17 @@
 
 namespace lms {
 
+// A checkpoint's record of the run that wrote it: non-negative i64 scalar members beside the values, which
+// `lms train --save` writes and `--load` resumes after (docs/checkpoints.md "Resuming").
+inline constexpr const char* kCheckpointStepsKey = "lms.steps";
+inline constexpr const char* kCheckpointBatchKey = "lms.batch";
+inline constexpr const char* kCheckpointSeedKey = "lms.seed";
+struct CheckpointRecord {
+  int64_t steps = 0;             // steps trained (0 when absent: a checkpoint made with NumPy)
+  std::optional<int64_t> batch;  // samples per step, if recorded: the data order goes on only at the same batch
+  std::optional<int64_t> seed;   // the seed of the data order (TrainOptions::seed, below 2^63), if recorded
+};
+
 struct TrainOptions {
   std::string device = "reference";          // backend name (runtime/backend_registry.h)
   bool allow_tf32 = false;                   // cuda: f32 convolutions and matmuls on TF32 tensor cores
@@ -52,6 +63,9 @@ struct TrainOptions {
                                                                     // imported model's weights), init for the rest
   int64_t first_step = 0;                    // steps trained before (a resumed checkpoint's): the data order,
                                              // and the epoch count, go on from there
+  const CheckpointRecord* resumed = nullptr;  // the record of the checkpoint in initial_values: a batch or seed
+                                              // unlike this run's is told to on_warning (the order does not go on)
+  std::function<void(const std::string&)> on_warning;  // one line, once the checkpoint has been checked
   bool keep_values = false;                  // return the trained parameters and state
   bool evaluate = false;                     // measure accuracy on the test split after training (if it has one)
   bool validate = true;                      // poison and scan every step to measure the touched peak
@@ -66,14 +80,11 @@ struct TrainOptions {
   std::function<Result<void>(std::map<std::string, HostTensor>, int64_t)> on_checkpoint;
 };
 
-// A checkpoint's record of the steps it was trained for: an i64 scalar member beside the values, which
-// `lms train --save` writes and `--load` resumes after (docs/checkpoints.md "Resuming").
-inline constexpr const char* kCheckpointStepsKey = "lms.steps";
-// Removes the record from a loaded checkpoint and returns it; 0 when there is none (a checkpoint made with
-// NumPy). Errors, naming `where`: a record that is not a non-negative i64 scalar.
-Result<int64_t> take_checkpoint_steps(std::map<std::string, HostTensor>& values, const std::string& where);
-// Adds (or replaces) the record.
-void put_checkpoint_steps(std::map<std::string, HostTensor>& values, int64_t steps);
+// Removes the record's members from a loaded checkpoint and returns them. Errors, naming `where`: a member that
+// is not a non-negative i64 scalar.
+Result<CheckpointRecord> take_checkpoint_record(std::map<std::string, HostTensor>& values, const std::string& where);
+// Adds (or replaces) the record's members (batch and seed where set).
+void put_checkpoint_record(std::map<std::string, HostTensor>& values, const CheckpointRecord& record);
 
 // A trace holds the first kTracedFirstSteps steps and the last one: enough to see warm-up and a steady step,
 // and bounded, so a run of thousands of steps does not write gigabytes.
