@@ -253,7 +253,8 @@ Result<void> check_save_path(const std::string& path) {
 // and the seed of the data order (a seed of 2^63 or more is not recorded: the record holds i64s).
 CheckpointRecord record_of(const TrainCmd& c, const Graph& forward, int64_t steps) {
   CheckpointRecord r{steps, {}, {}};
-  if (auto x = forward.find_value("x"); x && forward.value(*x).type.rank() > 0) r.batch = forward.value(*x).type.shape[0];
+  if (auto x = forward.find_value("x"); x && forward.value(*x).type.rank() > 0)
+    r.batch = forward.value(*x).type.shape[0];
   if (c.seed <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) r.seed = static_cast<int64_t>(c.seed);
   return r;
 }
