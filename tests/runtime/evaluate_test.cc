@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <vector>
 
 #include "lms/backends/reference/interpreter.h"
 #include "lms/ir/builder.h"
@@ -126,6 +127,20 @@ TEST(Evaluate, CountsArgmaxHitsOverRealRows) {
   EXPECT_FALSE(count_correct(logits, labels, 4).has_value());
   HostTensor wrong(TensorType{DType::i64, {2}});
   EXPECT_FALSE(count_correct(logits, wrong, 2).has_value());
+
+  // A language model's logits [N*P, C] with labels [N, P]: here 2 samples of 2 positions (the 4th row added).
+  HostTensor lm(TensorType{DType::f32, {4, 3}});
+  for (int i = 0; i < 9; ++i) lm.set(i, values[i]);
+  lm.set(10, 1.0f);  // row 3 predicts 1
+  HostTensor tokens(TensorType{DType::i64, {2, 2}});
+  for (int i = 0; i < 4; ++i) tokens.set(i, std::vector<int>{1, 1, 2, 0}[i]);
+  EXPECT_EQ(*count_correct(lm, tokens, 2), 2);  // rows 0 and 2
+  EXPECT_EQ(*count_correct(lm, tokens, 1), 1) << "sample 0: rows 0 and 1";
+  EXPECT_FALSE(count_correct(lm, tokens, 3).has_value());
+  HostTensor odd(TensorType{DType::i64, {2, 3}});
+  auto mismatch = count_correct(lm, odd, 2);
+  ASSERT_FALSE(mismatch.has_value());
+  EXPECT_NE(mismatch.error().str().find("or [4] positions"), std::string::npos) << mismatch.error().str();
 }
 
 }  // namespace

@@ -1,14 +1,16 @@
 // Checkpoints in training: the values handed out every N steps are exactly those a run of that many steps ends
 // with, and a run resumed from them (the data order going on after the checkpoint's steps, across epochs) gives
 // the uninterrupted run's losses and final values bit for bit; a failing checkpoint stops training with its
-// error; the steps record of a checkpoint (trainer.h) round-trips and is checked. A GPT with dropout and Adam,
-// so that the optimizer's moments, its step count and the dropout key all have to come back.
+// error; the record of a checkpoint (trainer.h) round-trips and is checked; evaluating during training, which
+// remakes the training arenas from the values, changes nothing. A GPT with dropout and Adam, so that the
+// optimizer's moments, its step count and the dropout key all have to come back.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "../backends/gpu_presence.h"
 #include "lms/runtime/trainer.h"
 #include "runtime_test_util.h"
 
@@ -66,6 +68,44 @@ TEST(Resume, CheckpointsAreTheShorterRunsValuesAndResumingIsBitIdentical) {
   auto restarted = train(gpt, rest);
   ASSERT_TRUE(restarted.has_value()) << restarted.error().str();
   EXPECT_NE(restarted->losses.front(), a->losses[2]);
+}
+
+// Evaluating after each epoch releases the training arenas and remakes them from the values: the run goes on bit
+// for bit, and each accuracy is the one a run of that many epochs ends with.
+TEST(Resume, EvaluatingAfterEachEpochChangesNothing) {
+  const Graph gpt = small_gpt();
+  for (const std::string& device : training_devices()) {
+    TrainOptions o = options(6);  // 3 epochs of 2 steps
+    o.device = device;
+    o.evaluate = true;
+    auto plain = train(gpt, o);
+    ASSERT_TRUE(plain.has_value()) << plain.error().str();
+    ASSERT_EQ(plain->evaluations.size(), 1u) << "the end's";
+    o.evaluate_every = 1;
+    std::vector<Evaluation> seen;
+    o.on_evaluation = [&](const Evaluation& e, int64_t samples) {
+      seen.push_back(e);
+      EXPECT_EQ(samples, 16);
+    };
+    auto every = train(gpt, o);
+    ASSERT_TRUE(every.has_value()) << every.error().str();
+    EXPECT_EQ(every->losses, plain->losses) << device;
+    expect_same_values(plain->values, every->values, device + ": with evaluations vs without");
+    ASSERT_EQ(every->evaluations.size(), 3u) << device;
+    ASSERT_EQ(seen.size(), 2u) << "the end's is reported, not called back";
+    for (int64_t epoch = 1; epoch <= 3; ++epoch) {
+      const Evaluation& e = every->evaluations[epoch - 1];
+      EXPECT_EQ(e.epoch, epoch);
+      EXPECT_EQ(e.step, 2 * epoch);
+      TrainOptions shorter = options(2 * epoch);
+      shorter.device = device;
+      shorter.evaluate = true;
+      auto s = train(gpt, shorter);
+      ASSERT_TRUE(s.has_value()) << s.error().str();
+      EXPECT_EQ(e.accuracy, s->test_accuracy.value()) << device << " epoch " << epoch;
+    }
+    EXPECT_EQ(every->evaluations.back().accuracy, every->test_accuracy.value());
+  }
 }
 
 TEST(Resume, AFailingCheckpointStopsTraining) {

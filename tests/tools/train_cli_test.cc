@@ -220,6 +220,28 @@ TEST(TrainCommand, GradientClipping) {
                         "negative");
 }
 
+// --eval-every N: the test accuracy after every N epochs, on a line each, in the JSON and in the summary.
+TEST(TrainCommand, EvaluatesDuringTraining) {
+  const std::string run = "train --model mlp --hidden 16 --batch 4 --device reference --epochs 3 --data " +
+                          std::string(LMS_SOURCE_DIR) + "/tests/fixtures/numpy_data.npz";
+  CmdResult text = lms(run + " --eval-every 1");
+  ASSERT_EQ(text.status, 0) << text.err;
+  for (const char* line : {"epoch 1: test accuracy ", "epoch 2: test accuracy "})
+    EXPECT_NE(text.out.find(line), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(3 samples, after step 2)\n"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("epoch 3: test accuracy"), std::string::npos) << "the end's is the summary's" << text.out;
+  EXPECT_NE(text.out.find("(3 samples; epochs 1..3: "), std::string::npos) << text.out;
+  nlohmann::json j = parse_json(lms(run + " --eval-every 2 --json"));
+  ASSERT_EQ(j["evaluations"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["evaluations"][0]["epoch"], 2);
+  EXPECT_EQ(j["evaluations"][0]["step"], 4);
+  EXPECT_EQ(j["evaluations"][1]["epoch"], 3);
+  EXPECT_EQ(j["evaluations"][1]["accuracy"], j["test_accuracy"]);
+  expect_one_error_line(lms(std::string(kSmall) + " --eval-every 1"), "--eval-every needs data with a test split",
+                        "synthetic");
+  expect_one_error_line(lms(run + " --eval-every -1"), "--eval-every must be >= 1", "negative");
+}
+
 TEST(TrainCommand, SaveAndLoadCheckpoints) {
   fs::path first = temp_dir() / "first.npz";
   ASSERT_EQ(lms(std::string(kSmall) + " --steps 2 --seed 1 --json --save " + first.string()).status, 0);

@@ -54,6 +54,7 @@ struct TrainCmd {
   LrScheduleArgs lr_schedule;
   std::string save, load;
   int64_t save_every = 0;  // 0: only at the end
+  int64_t eval_every = 0;  // epochs; 0: only at the end
   std::string trace;  // empty: no trace
   bool json = false;
   CLI::Option *steps_opt = nullptr, *epochs_opt = nullptr, *lr_opt = nullptr, *weight_decay_opt = nullptr;
@@ -125,6 +126,9 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   if (c.save_every < 0) return fail("--save-every must be >= 1 steps, got {}", c.save_every);
   if (c.save_every > 0 && c.save.empty()) return fail("--save-every needs --save FILE.npz (where to write them)");
   o.checkpoint_every = c.save_every;
+  if (c.eval_every != 0 && !o.evaluate)
+    return fail("--eval-every needs data with a test split: --data fashion-mnist or an .npz with x_test, y_test");
+  o.evaluate_every = c.eval_every;
   return o;
 }
 
@@ -149,6 +153,11 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
   j["start_seconds"] = r.start_seconds;
   j["samples_per_second"] = r.samples_per_second;
   if (r.test_accuracy) j["test_accuracy"] = *r.test_accuracy;
+  if (!r.evaluations.empty()) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const Evaluation& e : r.evaluations) list.push_back({{"epoch", e.epoch}, {"step", e.step}, {"accuracy", e.accuracy}});
+    j["evaluations"] = list;
+  }
   j["device"] = c.device;
   j["strategy"] = c.planning.strategy;
   j["steps"] = r.steps;
@@ -218,7 +227,14 @@ void print_summary(const TrainCmd& c, const std::string& graph, const TrainRepor
              ms(r.feed_seconds_median));
   fmt::print("  start-up       planned in {:.2f} s; arenas and initial values in {:.2f} s\n", r.plan_seconds,
              r.start_seconds);
-  if (r.test_accuracy) fmt::print("  test accuracy  {:.4f} ({} samples)\n", *r.test_accuracy, r.test_samples);
+  if (r.test_accuracy) {
+    std::string each;  // with --eval-every: the accuracies on the way
+    for (const Evaluation& e : r.evaluations) each += fmt::format(" {:.4f}", e.accuracy);
+    fmt::print("  test accuracy  {:.4f} ({} samples{})\n", *r.test_accuracy, r.test_samples,
+               r.evaluations.size() > 1
+                   ? fmt::format("; epochs {}..{}:{}", r.evaluations.front().epoch, r.evaluations.back().epoch, each)
+                   : std::string());
+  }
   if (!c.save.empty()) fmt::print("  saved          {}\n", c.save);
   if (!c.trace.empty()) fmt::print("  trace          {}\n", c.trace);
 }
@@ -312,6 +328,12 @@ int run(const TrainCmd& c) {
       fmt::print("{}\n", line);
       std::fflush(stdout);
     };
+  opts->on_evaluation = [&](const Evaluation& e, int64_t samples) {
+    if (c.json) return;
+    fmt::print("{}epoch {}: test accuracy {:.4f} ({} samples, after step {})\n", tty ? "\r\x1b[K" : "", e.epoch,
+               e.accuracy, samples, e.step);
+    std::fflush(stdout);
+  };
   opts->on_checkpoint = [&](std::map<std::string, HostTensor> values, int64_t steps) -> Result<void> {
     LMS_TRY_VOID(save_checkpoint(c.save, std::move(values), record_of(c, *forward, steps)));
     if (!c.json) {
@@ -388,6 +410,9 @@ void add_train_command(CLI::App& root, int& exit_code) {
   add_chunk_options(sub, c->loss_chunks, c->attention_chunks);
   sub->add_option("--save", c->save, "Write the trained parameters and state to this .npz file");
   sub->add_option("--save-every", c->save_every, "With --save: also write it every N steps (each replacing the last)");
+  sub->add_option("--eval-every", c->eval_every,
+                  "Also measure the test accuracy after every N epochs (default 0: only at the end; the training "
+                  "arenas are released for it and remade)");
   sub->add_option("--load", c->load,
                   "Start from the parameters and state in this .npz file (one from --save: the data order goes on "
                   "after its steps)");

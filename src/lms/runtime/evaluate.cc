@@ -93,11 +93,17 @@ Result<int64_t> count_correct(const HostTensor& logits, const HostTensor& labels
   if (lt.rank() < 2) return fail("accuracy: logits must have a batch and a class axis, got {}", to_string(lt));
   Shape expected = lt.shape;
   expected.erase(expected.begin() + 1);
-  if (labels.type.shape != expected)
-    return fail("accuracy: labels {} do not match logits {} (expected shape {})", to_string(labels.type),
-                to_string(lt), to_string(expected));
-  if (rows < 0 || rows > lt.shape[0]) return fail("accuracy: {} rows requested of a batch of {}", rows, lt.shape[0]);
+  const TensorType& lb = labels.type;
+  // A language model's logits: every position of every sample a row, sample by sample.
+  const bool flattened = lt.rank() == 2 && lb.rank() >= 2 && lb.num_elements() == lt.shape[0];
+  if (lb.shape != expected && !flattened)
+    return fail("accuracy: labels {} do not match logits {} (expected shape {}, or [{}] positions)", to_string(lb),
+                to_string(lt), to_string(expected), lt.shape[0]);
+  const int64_t samples = lb.rank() == 0 ? 0 : lb.shape[0];
+  if (rows < 0 || rows > samples) return fail("accuracy: {} rows requested of a batch of {}", rows, samples);
   const int64_t classes = lt.shape[1];
+  const int64_t positions = flattened && samples > 0 ? lb.num_elements() / samples : 1;  // logits rows a sample
+  if (flattened) rows *= positions;
   const int64_t batch = lt.shape[0];
   const int64_t inner = batch == 0 || classes == 0 ? 0 : lt.num_elements() / (batch * classes);
   int64_t correct = 0;

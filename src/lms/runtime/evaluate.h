@@ -34,7 +34,9 @@ bool has_running_statistics(const Graph& forward, const std::map<std::string, Ho
 
 // Correct predictions among the labels of the first `rows` samples (dim 0): a prediction is the class with the
 // largest logit over axis 1 (the first on ties). `labels` has the logits' shape without axis 1
-// (cross_entropy's contract), so a sample has one label per position after axis 1 (one for a classifier).
+// (cross_entropy's contract), so a sample has one label per position after axis 1 (one for a classifier); or the
+// logits are [N*P, C], a language model's positions flattened sample by sample, and the labels [N, P...] (a
+// sample's P positions are logits rows sample*P ...).
 Result<int64_t> count_correct(const HostTensor& logits, const HostTensor& labels, int64_t rows);
 
 }  // namespace lms

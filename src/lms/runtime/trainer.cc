@@ -66,6 +66,49 @@ Result<std::pair<double, int64_t>> evaluate(const Graph& forward, const TrainOpt
   return std::pair{static_cast<double>(correct) / static_cast<double>(total), data.test_size()};
 }
 
+// The training runtime: the backend with its arenas, the executor on them, and the batch buffers pinned for the
+// backend. Made once, and again after each evaluation during training, which needs the device for its own program.
+struct TrainingRuntime {
+  const Program& program;
+  std::unique_ptr<Backend> backend;
+  std::optional<Executor> ex;
+  std::vector<void*> pinned;  // host buffers pinned with `backend`
+  bool pin_tried = false;
+
+  TrainingRuntime(const Program& p, std::unique_ptr<Backend> b) : program(p), backend(std::move(b)) {}
+  TrainingRuntime(const TrainingRuntime&) = delete;
+  TrainingRuntime& operator=(const TrainingRuntime&) = delete;
+  ~TrainingRuntime() { release(); }
+
+  // The executor on `backend`'s fresh arenas, holding `values` (a checkpoint's, or those of before an evaluation),
+  // or the initial values.
+  Result<void> start(const TrainOptions& opts, const std::map<std::string, HostTensor>* values) {
+    ex.emplace(LMS_TRY(Executor::create(program, *backend, ExecutorOptions{opts.validate})));
+    if (values) return ex->load(*values);
+    return ex->initialize(opts.seed, opts.given_values);
+  }
+  // Pins the batch buffers (reused every step; DataSource keeps their storage), so that writing them into the arena
+  // is one DMA each (cuda; other backends pin nothing); a buffer that cannot be pinned is copied from pageable
+  // memory. Returns whether all were pinned.
+  bool pin(std::initializer_list<HostTensor*> batch) {
+    pin_tried = true;
+    for (HostTensor* t : batch) {
+      auto ok = backend->pin_host_memory(t->data.data(), static_cast<int64_t>(t->data.size()));
+      if (ok && *ok) pinned.push_back(t->data.data());
+    }
+    return pinned.size() == batch.size();
+  }
+  // Unpins, and frees the executor, the arenas and the backend.
+  void release() {
+    ex.reset();
+    if (backend)
+      for (void* p : pinned) backend->unpin_host_memory(p);
+    pinned.clear();
+    pin_tried = false;
+    backend.reset();
+  }
+};
+
 }  // namespace
 
 Result<CheckpointRecord> take_checkpoint_record(std::map<std::string, HostTensor>& values, const std::string& where) {
@@ -116,6 +159,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   training_opts.optimizer.lr_scale = is_scheduled(opts.lr_schedule);
   if (opts.first_step < 0) return fail("the steps already trained must be >= 0, got {}", opts.first_step);
   if (opts.checkpoint_every < 0) return fail("--save-every must be >= 1, got {}", opts.checkpoint_every);
+  if (opts.evaluate_every < 0) return fail("--eval-every must be >= 1 epochs, got {}", opts.evaluate_every);
   LMS_TRY_VOID(check_backend_dtypes(forward));
 
   // Everything is decided, and a plan that does not fit is refused, before any memory is touched.
@@ -174,6 +218,8 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
       return fail("training feeds inputs %{} and %{}, but graph '{}' also has input %{}", kInputName, kLabelsName,
                   g.name(), g.value(v).name);
 
+  if (opts.evaluate && opts.evaluate_every > 0 && data->test_size() == 0)
+    return fail("--eval-every: the data have no test split (an .npz needs x_test and y_test)");
   rep.batch = data->batch_size();
   rep.steps_per_epoch = data->train_batches();
   const int64_t total = opts.steps ? *opts.steps : opts.epochs.value_or(1) * rep.steps_per_epoch;
@@ -218,7 +264,8 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
 
   std::map<std::string, HostTensor> trained;
   {
-    // The training backend and its arenas live only for the training loop.
+    // The training backend and its arenas live only for the training loop (and are released for each evaluation
+    // during it: TrainingRuntime).
     const auto start_up = std::chrono::steady_clock::now();
     if (opts.on_start_up)
       opts.on_start_up(fmt::format("allocating the {} device arena{}, then {} the parameters",
@@ -227,38 +274,19 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
                                        ? " and the " + format_size(memory.host_arena_bytes) + " host arena"
                                        : std::string(),
                                    opts.initial_values ? "loading" : "initializing"));
-    Executor ex = LMS_TRY(Executor::create(program, *backend, ExecutorOptions{opts.validate}));
-    if (opts.initial_values) {
-      LMS_TRY_VOID(ex.load(*opts.initial_values));
-    } else {
-      LMS_TRY_VOID(ex.initialize(opts.seed, opts.given_values));
-    }
-    rep.start_seconds = seconds_since(start_up);
     std::vector<double> feed_seconds;
     HostTensor xs, ls, scale({DType::f32, {}});
-    // The batch buffers are reused every step (DataSource keeps their storage): pinned once they exist, so that
-    // writing them into the arena is one DMA each (cuda; other backends pin nothing). Unpinned before they are
-    // freed (declared after them). A buffer that cannot be pinned is copied from pageable memory.
-    struct PinnedBatch {
-      Backend* backend;
-      std::vector<void*> pinned;
-      ~PinnedBatch() {
-        for (void* p : pinned) backend->unpin_host_memory(p);
-      }
-    } pinned_batch{backend.get(), {}};
+    TrainingRuntime rt{program, std::move(backend)};  // after the batch buffers: unpins them before they are freed
+    LMS_TRY_VOID(rt.start(opts, opts.initial_values));
+    rep.start_seconds = seconds_since(start_up);
     const auto start = std::chrono::steady_clock::now();
     for (int64_t step = 0; step < total; ++step) {
       // The data order goes on from the steps a resumed checkpoint was trained for.
       const int64_t trained = opts.first_step + step;
       const int64_t epoch = trained / rep.steps_per_epoch;
       LMS_TRY_VOID(data->train_batch(epoch, trained % rep.steps_per_epoch, xs, ls));
-      if (step == 0) {
-        for (HostTensor* t : {&xs, &ls}) {
-          auto pinned = backend->pin_host_memory(t->data.data(), static_cast<int64_t>(t->data.size()));
-          if (pinned && *pinned) pinned_batch.pinned.push_back(t->data.data());
-        }
-        rep.batch_pinned = pinned_batch.pinned.size() == 2;
-      }
+      if (!rt.pin_tried) rep.batch_pinned = rt.pin({&xs, &ls});
+      Executor& ex = *rt.ex;
       // The rate's ratio to lr, rounded to the f32 the updates read; the rate reported is the one they use.
       const double rate = lr_at(opts.lr_schedule, lr, trained, opts.first_step + total);
       const auto ratio = static_cast<float>(lr > 0 ? rate / lr : 1);
@@ -287,11 +315,23 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
       if (opts.on_checkpoint && opts.checkpoint_every > 0 && rep.steps % opts.checkpoint_every == 0 &&
           rep.steps < total)
         LMS_TRY_VOID(opts.on_checkpoint(LMS_TRY(ex.persistent_values()), opts.first_step + rep.steps));
+      // An evaluation after every `evaluate_every` epochs but the end of the run (evaluated below): the training
+      // arenas are released for it and remade from the values, which go on bit for bit.
+      const bool epoch_end = (trained + 1) % rep.steps_per_epoch == 0;
+      if (opts.evaluate && opts.evaluate_every > 0 && epoch_end && (epoch + 1) % opts.evaluate_every == 0 &&
+          rep.steps < total && data->test_size() > 0) {
+        std::map<std::string, HostTensor> values = LMS_TRY(ex.persistent_values());
+        rt.release();
+        auto [accuracy, samples] = LMS_TRY(evaluate(forward, opts, *data, values));
+        rep.evaluations.push_back({epoch + 1, trained + 1, accuracy});
+        if (opts.on_evaluation) opts.on_evaluation(rep.evaluations.back(), samples);
+        rt.backend = LMS_TRY(make_backend(opts.device, backend_options(opts)));
+        LMS_TRY_VOID(rt.start(opts, &values));
+      }
     }
-    if (opts.keep_values || opts.evaluate) trained = LMS_TRY(ex.persistent_values());
+    if (opts.keep_values || opts.evaluate) trained = LMS_TRY(rt.ex->persistent_values());
     rep.feed_seconds_median = median(feed_seconds);
-  }
-  backend.reset();  // the training arenas are released before evaluation allocates its own
+  }  // the training arenas are released before evaluation allocates its own
 
   rep.step_seconds_median = median(rep.step_seconds);
   double sum = 0;
@@ -301,6 +341,8 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
     auto [accuracy, samples] = LMS_TRY(evaluate(forward, opts, *data, trained));
     rep.test_accuracy = accuracy;
     rep.test_samples = samples;
+    const int64_t end = opts.first_step + rep.steps;
+    rep.evaluations.push_back({(end + rep.steps_per_epoch - 1) / rep.steps_per_epoch, end, accuracy});
   }
   if (opts.keep_values) rep.values = std::move(trained);
   return rep;

@@ -36,6 +36,14 @@ struct CheckpointRecord {
   std::optional<int64_t> seed;   // the seed of the data order (TrainOptions::seed, below 2^63), if recorded
 };
 
+// An accuracy on the test split, after `step` steps (from the first ever trained) ending epoch `epoch` (1-based; the
+// epoch under way when a run ends within one).
+struct Evaluation {
+  int64_t epoch = 0;
+  int64_t step = 0;
+  double accuracy = 0;
+};
+
 struct TrainOptions {
   std::string device = "reference";          // backend name (runtime/backend_registry.h)
   bool allow_tf32 = false;                   // cuda: f32 convolutions and matmuls on TF32 tensor cores
@@ -66,8 +74,11 @@ struct TrainOptions {
   const CheckpointRecord* resumed = nullptr;  // the record of the checkpoint in initial_values: a batch or seed
                                               // unlike this run's is told to on_warning (the order does not go on)
   std::function<void(const std::string&)> on_warning;  // one line, once the checkpoint has been checked
+  std::function<void(const Evaluation&, int64_t samples)> on_evaluation;  // each evaluate_every evaluation
   bool keep_values = false;                  // return the trained parameters and state
   bool evaluate = false;                     // measure accuracy on the test split after training (if it has one)
+  int64_t evaluate_every = 0;                // with evaluate: also after every this many epochs (0: at the end only);
+                                             // the training arenas are released for it and remade
   bool validate = true;                      // poison and scan every step to measure the touched peak
   TraceWriter* trace = nullptr;              // record the traced steps (traced_step) into this
   // Called with one line before each start-up stage that can take a while at a large batch: once planned (what
@@ -143,6 +154,7 @@ struct TrainReport {
   double step_seconds_median = 0;
   double samples_per_second = 0;           // batch * steps / the sum of step times
   std::optional<double> test_accuracy;     // with `evaluate`
+  std::vector<Evaluation> evaluations;     // with `evaluate`: every evaluation (evaluate_every), the last one the end's
   int64_t test_samples = 0;
   bool interrupted = false;
   std::map<std::string, HostTensor> values;  // with `keep_values`: trained parameters and state by name
