@@ -183,6 +183,8 @@ TEST(TrainCommand, LearningRateSchedules) {
   expect_one_error_line(lms(std::string(kSmall) + " --lr 0.1 --lr-schedule cosine --min-lr 1"),
                         "--min-lr must be in [0, the learning rate 0.1]", "min-lr above lr");
   expect_one_error_line(lms(std::string(kSmall) + " --warmup-steps -2"), "--warmup-steps must be >= 0", "warm-up");
+  expect_one_error_line(lms(std::string(kSmall) + " --lr nan --lr-schedule cosine"), "optimizer option 'lr' = nan",
+                        "the lr named, not the schedule");
   expect_one_error_line(lms("model mlp --lr-schedule cosine"), "need --train", "forward graph");
 }
 

@@ -109,6 +109,7 @@ Result<TrainOptions> options_from(const TrainCmd& c) {
   o.training.optimizer.momentum = c.momentum;
   if (c.weight_decay_opt->count() > 0) o.training.optimizer.weight_decay = c.weight_decay;
   o.training.optimizer.nesterov = c.nesterov;
+  LMS_TRY_VOID(check_optimizer_options(o.training.optimizer));  // the schedule is checked against a valid lr
   o.lr_schedule = LMS_TRY(resolve_lr_schedule(c.lr_schedule, effective_lr(o.training.optimizer)));
   o.training.argmax_pool = !c.no_argmax_pool;
   o.training.loss_chunks = c.loss_chunks;
