@@ -4,8 +4,9 @@
 // (tests/fixtures/make_schedule_fixture.py wrote torch_lr_schedule.npz; CI has no PyTorch and reads the committed
 // file). LMS trains the same f64 model from the same parameters on the same batch with the matching
 // --lr-schedule flags on the reference backend: every step's learning rate, every loss (and gradient norm) and
-// the final parameters agree. The rates LMS trains with are lr x an f32 lr_scale (relative error <= 2^-24, lr_schedule.h), which bounds
-// the agreement: 1e-7 relative for the rates, 1e-6 for losses and parameters after ten steps.
+// the final parameters agree. The rates LMS trains with are lr x an f32 lr_scale (relative error <= 2^-24,
+// lr_schedule.h), which bounds the agreement: 1e-7 relative for the rates, 1e-6 for losses and parameters after ten
+// steps.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>

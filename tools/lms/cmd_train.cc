@@ -156,7 +156,8 @@ nlohmann::ordered_json report_json(const TrainCmd& c, const TrainReport& r) {
   if (r.test_accuracy) j["test_accuracy"] = *r.test_accuracy;
   if (!r.evaluations.empty()) {
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (const Evaluation& e : r.evaluations) list.push_back({{"epoch", e.epoch}, {"step", e.step}, {"accuracy", e.accuracy}});
+    for (const Evaluation& e : r.evaluations)
+      list.push_back({{"epoch", e.epoch}, {"step", e.step}, {"accuracy", e.accuracy}});
     j["evaluations"] = list;
   }
   j["device"] = c.device;
