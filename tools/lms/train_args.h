@@ -64,7 +64,7 @@ inline constexpr const char* kAttentionChunksHelp =
 // The help of --clip-grad-norm (also a flag of `lms train`).
 inline constexpr const char* kClipGradNormHelp =
     "Scale all gradients by min(1, X / their 2-norm) before the updates, as torch.nn.utils.clip_grad_norm_ (every "
-    "gradient then lives until the last is computed: more memory; default 0: off)";
+    "gradient then lives until the last is computed, which can raise the peak; default 0: off)";
 
 void add_train_options(CLI::App* app, TrainArgs& args);
 // --loss-chunks and --attention-chunks (also flags of `lms train`), each in [1, 2^20].

@@ -81,13 +81,6 @@ Result<Graph> evaluation_graph(const Graph& forward, bool running_statistics) {
   return g;
 }
 
-bool has_running_statistics(const Graph& forward, const std::map<std::string, HostTensor>& values) {
-  return std::ranges::all_of(batch_norms(forward), [&](NodeId bn) {
-    return values.contains(running_name(forward, bn, kRunningMean)) &&
-           values.contains(running_name(forward, bn, kRunningVar));
-  });
-}
-
 Result<int64_t> count_correct(const HostTensor& logits, const HostTensor& labels, int64_t rows) {
   const TensorType& lt = logits.type;
   if (lt.rank() < 2) return fail("accuracy: logits must have a batch and a class axis, got {}", to_string(lt));

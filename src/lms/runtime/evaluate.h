@@ -3,7 +3,7 @@
 // (every model builder ends that way). The evaluation graph is the forward graph with [logits] as its only
 // output and dead nodes (the loss, the labels input) removed, so it runs as its own small Program whose
 // parameters are loaded by name from the trained values. Batch norm, if any, normalizes with its running
-// statistics there when the trained values have them, with the batch's otherwise.
+// statistics there when training keeps them (bn_running_stats), with the batch's otherwise.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +27,6 @@ Result<ValueId> logits_of(const Graph& forward);
 // (docs/autodiff.md), so that a row's logits do not depend on the other rows of its batch (the zero padding of
 // a last partial test batch included).
 Result<Graph> evaluation_graph(const Graph& forward, bool running_statistics = false);
-
-// Whether `values` holds the running statistics of every batch_norm of `forward` (a training graph built with
-// bn_running_stats, the default, keeps them); true when there is no batch_norm.
-bool has_running_statistics(const Graph& forward, const std::map<std::string, HostTensor>& values);
 
 // Correct predictions among the labels of the first `rows` samples (dim 0): a prediction is the class with the
 // largest logit over axis 1 (the first on ties). `labels` has the logits' shape without axis 1

@@ -39,18 +39,26 @@ BackendOptions backend_options(const TrainOptions& opts) {
                         .cpu_blocked_layouts = opts.cpu_blocked_layouts};
 }
 
-// Accuracy of the trained values on the test split: a separate Program of the evaluation graph (the forward
-// graph up to the logits, batch norm with its running statistics when training kept them), under the same
-// budget, after the training program's memory is released.
-Result<std::pair<double, int64_t>> evaluate(const Graph& forward, const TrainOptions& opts, DataSource& data,
-                                            const std::map<std::string, HostTensor>& values) {
-  Graph eval = LMS_TRY(evaluation_graph(forward, has_running_statistics(forward, values)));
-  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, backend_options(opts)));
-  Program program = LMS_TRY(compile(eval, PlanOptions{.budget_bytes = opts.budget_bytes}, backend.get()));
-  ValueId x = LMS_TRY(named_input(program.graph(), kInputName));
-  for (ValueId v : program.inputs())
+// The evaluation program: the evaluation graph (the forward graph up to the logits, batch norm with the running
+// statistics training keeps) under the training budget, planned with `backend`'s workspaces. Made before training
+// starts, so that one that cannot run is an error then, not after the training.
+Result<Program> evaluation_program(const Graph& forward, const TrainOptions& opts, Backend& backend) {
+  Graph eval = LMS_TRY(evaluation_graph(forward, opts.training.bn_running_stats));
+  auto program = compile(eval, PlanOptions{.budget_bytes = opts.budget_bytes}, &backend);
+  if (!program) return wrap("evaluation (--data with a test split)", program.error());
+  ValueId x = LMS_TRY(named_input(program->graph(), kInputName));
+  for (ValueId v : program->inputs())
     if (v != x) return fail("evaluation: the logits depend on input %{}, which the data does not provide",
-                            program.graph().value(v).name);
+                            program->graph().value(v).name);
+  return program;
+}
+
+// Accuracy of `values` on the test split: the evaluation program on a backend of its own, made after the training
+// arenas are released.
+Result<std::pair<double, int64_t>> evaluate(const Program& program, const TrainOptions& opts, DataSource& data,
+                                            const std::map<std::string, HostTensor>& values) {
+  std::unique_ptr<Backend> backend = LMS_TRY(make_backend(opts.device, backend_options(opts)));
+  const ValueId x = program.inputs().front();
   Executor ex = LMS_TRY(Executor::create(program, *backend));
   LMS_TRY_VOID(ex.load(values, /*allow_unused=*/true));
   HostTensor xs, labels;
@@ -220,6 +228,9 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
 
   if (opts.evaluate && opts.evaluate_every > 0 && data->test_size() == 0)
     return fail("--eval-every: the data have no test split (an .npz needs x_test and y_test)");
+  std::optional<Program> eval_program;
+  if (opts.evaluate && data->test_size() > 0)
+    eval_program.emplace(LMS_TRY(evaluation_program(forward, opts, *backend)));
   rep.batch = data->batch_size();
   rep.steps_per_epoch = data->train_batches();
   const int64_t total = opts.steps ? *opts.steps : opts.epochs.value_or(1) * rep.steps_per_epoch;
@@ -322,7 +333,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
           rep.steps < total && data->test_size() > 0) {
         std::map<std::string, HostTensor> values = LMS_TRY(ex.persistent_values());
         rt.release();
-        auto [accuracy, samples] = LMS_TRY(evaluate(forward, opts, *data, values));
+        auto [accuracy, samples] = LMS_TRY(evaluate(*eval_program, opts, *data, values));
         rep.evaluations.push_back({epoch + 1, trained + 1, accuracy});
         if (opts.on_evaluation) opts.on_evaluation(rep.evaluations.back(), samples);
         rt.backend = LMS_TRY(make_backend(opts.device, backend_options(opts)));
@@ -338,7 +349,7 @@ Result<TrainReport> train(const Graph& forward, const TrainOptions& opts, const 
   for (double s : rep.step_seconds) sum += s;
   rep.samples_per_second = sum > 0 ? static_cast<double>(rep.batch * rep.steps) / sum : 0;
   if (opts.evaluate && !rep.interrupted && data->test_size() > 0) {
-    auto [accuracy, samples] = LMS_TRY(evaluate(forward, opts, *data, trained));
+    auto [accuracy, samples] = LMS_TRY(evaluate(*eval_program, opts, *data, trained));
     rep.test_accuracy = accuracy;
     rep.test_samples = samples;
     const int64_t end = opts.first_step + rep.steps;
