@@ -66,6 +66,16 @@ TEST(LrSchedule, WarmUpThenDecay) {
   EXPECT_EQ(lr_at(step, 1.0, 3, 100), 1.0);
   EXPECT_EQ(lr_at(step, 1.0, 4, 100), 0.5);
   EXPECT_EQ(lr_at(step, 1.0, 10, 100), 0.125);
+
+  // Milestones: absolute steps, each multiplying by gamma from that step on (torch's MultiStepLR).
+  step.step_every = 0;
+  step.milestones = {3, 5};
+  EXPECT_TRUE(check_lr_schedule(step, 1.0).has_value());
+  EXPECT_EQ(lr_at(step, 1.0, 2, 100), 1.0);
+  EXPECT_EQ(lr_at(step, 1.0, 3, 100), 0.5);
+  EXPECT_EQ(lr_at(step, 1.0, 4, 100), 0.5);
+  EXPECT_EQ(lr_at(step, 1.0, 5, 100), 0.25);
+  EXPECT_EQ(lr_at(step, 1.0, 99, 100), 0.25);
 }
 
 TEST(LrSchedule, ChecksNameTheFlag) {
@@ -96,7 +106,16 @@ TEST(LrSchedule, ChecksNameTheFlag) {
   EXPECT_NE(error(s).find("--lr-gamma must be in (0, 1]"), std::string::npos) << error(s);
   s = {};
   s.step_every = 5;
-  EXPECT_NE(error(s).find("--lr-step-every applies to --lr-schedule step"), std::string::npos) << error(s);
+  EXPECT_NE(error(s).find("--lr-step-every and --lr-milestones apply to --lr-schedule step"), std::string::npos)
+      << error(s);
+  s.decay = LrDecay::step;
+  s.milestones = {10, 20};
+  EXPECT_NE(error(s).find("give --lr-step-every or --lr-milestones, not both"), std::string::npos) << error(s);
+  s.step_every = 0;
+  s.milestones = {10, 10};
+  EXPECT_NE(error(s).find("--lr-milestones must increase, got 10 after 10"), std::string::npos) << error(s);
+  s.milestones = {0};
+  EXPECT_NE(error(s).find("--lr-milestones must be steps >= 1, got 0"), std::string::npos) << error(s);
 }
 
 // A GPT with dropout trained with Adam (so that the step count, the moments and the dropout key carry over),

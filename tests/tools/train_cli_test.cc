@@ -155,6 +155,11 @@ TEST(TrainCommand, LearningRateSchedules) {
   const double expected[] = {0.1, 0.2, 0.2, 0.02 + 0.18 * 0.5 * (1 + std::cos(M_PI / 4)), 0.11,
                              0.02 + 0.18 * 0.5 * (1 + std::cos(3 * M_PI / 4))};
   for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(j["learning_rates"][i].get<double>(), expected[i], 1e-8) << i;
+  nlohmann::json milestones = parse_json(
+      lms(std::string(kSmall) + " --steps 5 --lr 0.4 --lr-schedule step --lr-milestones 2,4 --lr-gamma 0.5 --json"));
+  EXPECT_EQ(milestones["learning_rates"], nlohmann::json::parse("[0.4, 0.4, 0.2, 0.2, 0.1]"));
+  expect_one_error_line(lms(std::string(kSmall) + " --lr-schedule step --lr-milestones 4,2"),
+                        "--lr-milestones must increase, got 2 after 4", "milestones");
   nlohmann::json constant = parse_json(lms(std::string(kSmall) + " --steps 2 --lr 0.2 --json"));
   EXPECT_EQ(constant["learning_rates"], nlohmann::json::parse("[0.2, 0.2]"));
 

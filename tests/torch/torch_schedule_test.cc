@@ -1,6 +1,6 @@
 // Learning-rate schedules, AdamW and gradient clipping against PyTorch: an MLP trained ten steps by torch.optim (Adam,
 // AdamW, momentum SGD, SGD) with torch.optim.lr_scheduler's LinearLR warm-up, CosineAnnealingLR, StepLR and LinearLR
-// decay, and once with torch.nn.utils.clip_grad_norm_
+// decay, MultiStepLR, and once with torch.nn.utils.clip_grad_norm_
 // (tests/fixtures/make_schedule_fixture.py wrote torch_lr_schedule.npz; CI has no PyTorch and reads the committed
 // file). LMS trains the same f64 model from the same parameters on the same batch with the matching
 // --lr-schedule flags on the reference backend: every step's learning rate, every loss (and gradient norm) and
@@ -60,12 +60,18 @@ std::vector<ScheduledRun> runs() {
   momentum.schedule.warmup_steps = 2;
   momentum.schedule.step_every = 3;
   momentum.schedule.gamma = 0.5;
+  ScheduledRun milestones{"momentum_milestones", {}, {}};
+  milestones.optimizer.kind = OptimizerKind::momentum;
+  milestones.optimizer.lr = 0.1;
+  milestones.schedule.decay = LrDecay::step;
+  milestones.schedule.warmup_steps = 2;
+  milestones.schedule.milestones = {4, 7};
   ScheduledRun sgd{"sgd_linear", {}, {}};
   sgd.optimizer.kind = OptimizerKind::sgd;
   sgd.optimizer.lr = 0.2;
   sgd.schedule.decay = LrDecay::linear;
   sgd.schedule.min_lr = 0.02;
-  return {adam, adamw, clipped, momentum, sgd};
+  return {adam, adamw, clipped, momentum, milestones, sgd};
 }
 
 ::testing::AssertionResult close(double got, double want, double rel, const std::string& what) {

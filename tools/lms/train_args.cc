@@ -38,6 +38,10 @@ void add_lr_schedule_options(CLI::App* app, LrScheduleArgs& a) {
                                    "linear, cosine: the final learning rate (default 0)");
   app->add_option_function<int64_t>("--lr-step-every", [&a](const int64_t& v) { a.step_every = v; },
                                     "step: multiply the rate by --lr-gamma every N steps after the warm-up");
+  app->add_option("--lr-milestones", a.milestones,
+                  "step: multiply the rate by --lr-gamma at each of these steps (comma-separated, increasing, counted "
+                  "from the first step ever trained), instead of every --lr-step-every")
+      ->delimiter(',');
   app->add_option_function<double>("--lr-gamma", [&a](const double& v) { a.gamma = v; },
                                    "step: the factor, in (0, 1] (default 0.1)");
 }
@@ -51,6 +55,7 @@ Result<LrSchedule> resolve_lr_schedule(const LrScheduleArgs& a, double lr) {
   s.decay_steps = a.decay_steps;
   s.min_lr = a.min_lr.value_or(0);
   s.step_every = a.step_every.value_or(0);
+  s.milestones = a.milestones;
   if (a.min_lr && s.decay != LrDecay::linear && s.decay != LrDecay::cosine)
     return fail("--min-lr applies to --lr-schedule linear or cosine");
   if (a.gamma && s.decay != LrDecay::step) return fail("--lr-gamma applies to --lr-schedule step");
@@ -68,7 +73,7 @@ void add_chunk_options(CLI::App* app, int64_t& loss_chunks, int64_t& attention_c
 namespace {
 bool any_given(const LrScheduleArgs& a) {
   return a.schedule != LrScheduleArgs{}.schedule || a.warmup_steps != 0 || a.decay_steps || a.min_lr ||
-         a.step_every || a.gamma;
+         a.step_every || !a.milestones.empty() || a.gamma;
 }
 }  // namespace
 

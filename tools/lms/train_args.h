@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -23,6 +24,7 @@ struct LrScheduleArgs {
   std::optional<int64_t> decay_steps;   // --decay-steps (linear, cosine)
   std::optional<double> min_lr;         // --min-lr (linear, cosine)
   std::optional<int64_t> step_every;    // --lr-step-every (step)
+  std::vector<int64_t> milestones;      // --lr-milestones (step)
   std::optional<double> gamma;          // --lr-gamma (step)
 };
 

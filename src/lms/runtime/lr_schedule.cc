@@ -34,10 +34,17 @@ Result<void> check_lr_schedule(const LrSchedule& s, double lr) {
     return fail("--min-lr must be in [0, the learning rate {}], got {}", lr, s.min_lr);
   if (s.min_lr > 0 && !decays_to_floor) return fail("--min-lr applies to --lr-schedule linear or cosine");
   if (s.decay == LrDecay::step) {
-    if (s.step_every < 1) return fail("--lr-schedule step needs --lr-step-every N (N >= 1), got {}", s.step_every);
+    if (!s.milestones.empty() && s.step_every != 0) return fail("give --lr-step-every or --lr-milestones, not both");
+    if (s.milestones.empty() && s.step_every < 1)
+      return fail("--lr-schedule step needs --lr-step-every N (N >= 1) or --lr-milestones, got {}", s.step_every);
+    for (size_t i = 0; i < s.milestones.size(); ++i) {
+      if (s.milestones[i] < 1) return fail("--lr-milestones must be steps >= 1, got {}", s.milestones[i]);
+      if (i > 0 && s.milestones[i] <= s.milestones[i - 1])
+        return fail("--lr-milestones must increase, got {} after {}", s.milestones[i], s.milestones[i - 1]);
+    }
     if (!(s.gamma > 0 && s.gamma <= 1)) return fail("--lr-gamma must be in (0, 1], got {}", s.gamma);
-  } else if (s.step_every != 0) {
-    return fail("--lr-step-every applies to --lr-schedule step");
+  } else if (s.step_every != 0 || !s.milestones.empty()) {
+    return fail("--lr-step-every and --lr-milestones apply to --lr-schedule step");
   }
   return {};
 }
@@ -47,8 +54,11 @@ double lr_at(const LrSchedule& s, double lr, int64_t step, int64_t end_step) {
   const int64_t after = step - s.warmup_steps;
   switch (s.decay) {
     case LrDecay::constant: return lr;
-    case LrDecay::step:
-      return lr * std::pow(s.gamma, static_cast<double>(after / s.step_every));
+    case LrDecay::step: {
+      const auto passed = s.milestones.empty() ? after / s.step_every
+                                               : std::ranges::upper_bound(s.milestones, step) - s.milestones.begin();
+      return lr * std::pow(s.gamma, static_cast<double>(passed));
+    }
     case LrDecay::linear:
     case LrDecay::cosine: {
       const int64_t span = s.decay_steps.value_or(end_step) - s.warmup_steps;

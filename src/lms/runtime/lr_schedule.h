@@ -1,7 +1,7 @@
 // Learning-rate schedules: the learning rate of each training step as a plain function of the step, counted from
 // the first step ever trained (so that a run resumed from a checkpoint goes on along the same curve). A linear
 // warm-up from lr/N to lr over the first N steps, then constant, linear or cosine decay to a floor, or a step
-// decay by a factor every K steps. The trainer feeds lr_at(step) / lr as the training graph's f32[] input
+// decay by a factor every K steps or at given steps (milestones). The trainer feeds lr_at(step) / lr as the training graph's f32[] input
 // %lr_scale (autodiff/optimizer.h OptimizerOptions::lr_scale), so one Program serves every step. docs/cli.md
 // "Learning-rate schedules" is the user's description.
 #pragma once
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "lms/support/error.h"
 
@@ -25,7 +26,9 @@ struct LrSchedule {
                                        // unset: the step the run ends at (TrainOptions' first_step + steps)
   double min_lr = 0;                  // linear, cosine: the final rate, in [0, lr]
   int64_t step_every = 0;             // step: the rate is multiplied by `gamma` every this many steps after
-                                      // the warm-up (required, >= 1)
+                                      // the warm-up (>= 1), or
+  std::vector<int64_t> milestones;    // step: at each of these steps (increasing, counted from the first step
+                                      // ever trained; torch's MultiStepLR)
   double gamma = 0.1;                 // step: the factor, in (0, 1]
 };
 
