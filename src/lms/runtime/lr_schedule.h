@@ -1,9 +1,9 @@
 // Learning-rate schedules: the learning rate of each training step as a plain function of the step, counted from
 // the first step ever trained (so that a run resumed from a checkpoint goes on along the same curve). A linear
 // warm-up from lr/N to lr over the first N steps, then constant, linear or cosine decay to a floor, or a step
-// decay by a factor every K steps or at given steps (milestones). The trainer feeds lr_at(step) / lr as the training graph's f32[] input
-// %lr_scale (autodiff/optimizer.h OptimizerOptions::lr_scale), so one Program serves every step. docs/cli.md
-// "Learning-rate schedules" is the user's description.
+// decay by a factor every K steps or at given steps (milestones). The trainer feeds lr_at(step) / lr as the
+// training graph's f32[] input %lr_scale (autodiff/optimizer.h OptimizerOptions::lr_scale), so one Program serves
+// every step. docs/cli.md "Learning-rate schedules" is the user's description.
 #pragma once
 
 #include <cstdint>
